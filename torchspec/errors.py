@@ -1,0 +1,169 @@
+"""One error model for everything that can be wrong with a spec.
+
+A :class:`Diagnostic` is a value: the loader, the schema check and the lint
+rules all return lists of them, so one run can report every problem in every
+file at once.  Where the library must *raise* (``load_app`` on a broken file),
+it raises a :class:`SpecError` that carries those same diagnostics; the CLI
+renders both the same way.  Nothing here prints or colours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Sequence, Union
+
+PathPart = Union[str, int]
+
+ERROR = "error"
+WARNING = "warning"
+
+
+def format_path(parts: Sequence[PathPart]) -> str:
+    """Render a path into a document the way users write it: ``roles[1].resource.gpu``."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif out:
+            out += f".{part}"
+        else:
+            out = str(part)
+    return out
+
+
+@dataclass
+class Diagnostic:
+    """One problem found in one place of one file.
+
+    ``line`` and ``column`` are 1-based; ``None`` where the format cannot tell
+    (TOML values give the key's line only).  ``document`` is the index of the
+    YAML document in a multi-document file.  ``source_line`` is the text of the
+    offending line, kept so reporters can draw a caret without re-reading files.
+    """
+
+    code: str
+    message: str
+    file: str = "<string>"
+    line: int | None = None
+    column: int | None = None
+    path: str = ""
+    hint: str | None = None
+    severity: str = ERROR
+    document: int = 0
+    source_line: str | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == ERROR
+
+    def location(self) -> str:
+        """``file:line:col`` with the parts that are known."""
+        loc = self.file
+        if self.line is not None:
+            loc += f":{self.line}"
+            if self.column is not None:
+                loc += f":{self.column}"
+        return loc
+
+    def __str__(self) -> str:
+        text = f"{self.location()}: {self.severity} {self.code}: {self.message}"
+        if self.path:
+            text += f" (at {self.path})"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k != "source_line"}
+
+
+class TorchSpecError(Exception):
+    """Base of every error torchspec raises on purpose; anything else is a bug."""
+
+
+class UsageError(TorchSpecError):
+    """The caller asked for something impossible (a missing path, a bad option value)."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class SpecError(TorchSpecError):
+    """A spec file could not be turned into an AppDef.
+
+    Carries every diagnostic found (at least one error).  ``file``, ``line``,
+    ``column``, ``path`` and ``hint`` describe the first error, which is what
+    ``str()`` shows first.
+    """
+
+    def __init__(self, diagnostics: Iterable[Diagnostic]) -> None:
+        self.diagnostics = list(diagnostics)
+        if not self.diagnostics:
+            raise ValueError("SpecError needs at least one diagnostic")
+        errors = [d for d in self.diagnostics if d.is_error] or self.diagnostics
+        self.first = errors[0]
+        super().__init__("\n".join(str(d) for d in errors))
+
+    @property
+    def file(self) -> str:
+        return self.first.file
+
+    @property
+    def line(self) -> int | None:
+        return self.first.line
+
+    @property
+    def column(self) -> int | None:
+        return self.first.column
+
+    @property
+    def path(self) -> str:
+        return self.first.path
+
+    @property
+    def hint(self) -> str | None:
+        return self.first.hint
+
+    @property
+    def code(self) -> str:
+        return self.first.code
+
+    @staticmethod
+    def from_diagnostics(diagnostics: Iterable[Diagnostic]) -> "SpecError":
+        """Build the subclass that fits the first error's code family."""
+        diagnostics = list(diagnostics)
+        first = next((d for d in diagnostics if d.is_error), diagnostics[0])
+        cls = _FAMILIES.get(first.code[:3], SpecError)
+        return cls(diagnostics)
+
+
+class SpecSyntaxError(SpecError):
+    """The file is not readable YAML, TOML or JSON (TS0xx and TS1xx codes)."""
+
+
+class SchemaError(SpecError):
+    """The document does not match the AppDef JSON Schema (TS2xx)."""
+
+
+class ParamError(SpecError):
+    """Params are unknown, missing, or of the wrong type (TS3xx)."""
+
+
+class TemplateError(SpecError):
+    """A Jinja template failed to compile or render, or broke the sandbox (TS4xx)."""
+
+
+class SemanticError(SpecError):
+    """The document is well-formed but cannot mean what it says (TS5xx)."""
+
+
+_FAMILIES: dict[str, type[SpecError]] = {
+    "TS0": SpecSyntaxError,
+    "TS1": SpecSyntaxError,
+    "TS2": SchemaError,
+    "TS3": ParamError,
+    "TS4": TemplateError,
+    "TS5": SemanticError,
+}

@@ -1,0 +1,39 @@
+"""The outcome of linting: plain values that reporters turn into text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torchspec.errors import Diagnostic
+
+EXIT_OK = 0
+EXIT_ERRORS = 1
+EXIT_USAGE = 2
+
+
+@dataclass
+class LintResult:
+    """Every file looked at, and every diagnostic found, in file order."""
+
+    files: list[str] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def error_count(self) -> int:
+        return sum(1 for d in self.diagnostics if d.is_error)
+
+    @property
+    def warning_count(self) -> int:
+        return sum(1 for d in self.diagnostics if not d.is_error)
+
+    def exit_code(self, strict: bool = False) -> int:
+        """1 when an error was found (or, with ``strict``, any warning), else 0."""
+        if self.error_count or (strict and self.warning_count):
+            return EXIT_ERRORS
+        return EXIT_OK
+
+    def by_file(self) -> dict[str, list[Diagnostic]]:
+        grouped: dict[str, list[Diagnostic]] = {f: [] for f in self.files}
+        for d in self.diagnostics:
+            grouped.setdefault(d.file, []).append(d)
+        return grouped
