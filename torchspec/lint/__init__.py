@@ -1,0 +1,117 @@
+"""``torchspec lint``: find spec files, load each one, collect every diagnostic.
+
+Lint never raises for a bad spec; it returns a :class:`LintResult` for the
+reporters.  Required params that nobody passed get typed stand-in values
+(checks on what they feed are skipped) so that a spec which needs params at
+submit time still lints clean in CI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Mapping
+
+from torchspec.errors import Diagnostic, UsageError
+from torchspec.lint import codes
+from torchspec.lint.result import EXIT_ERRORS, EXIT_OK, EXIT_USAGE, LintResult
+from torchspec.loader import LoadOptions, load_text
+from torchspec.loader.source import FORMATS, MAX_FILE_BYTES, detect_format, read_text
+from torchspec.schema import did_you_mean
+
+__all__ = ["LintOptions", "LintResult", "lint_paths", "discover", "EXIT_OK", "EXIT_ERRORS", "EXIT_USAGE"]
+
+SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
+             ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".eggs"}
+#: What a file found in a folder must contain to be taken for a spec.
+_LOOKS_LIKE_SPEC = re.compile(r"""(?m)^\s*(?:-\s+)?(?:\[\[\s*roles\s*\]\]|["']?roles["']?\s*[:=])|appdef\.schema\.json""")
+
+
+@dataclass
+class LintOptions:
+    select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    params: Mapping[str, str] = field(default_factory=dict)
+    params_file: str | None = None
+    template_paths: tuple[str, ...] = ()
+    max_file_bytes: int = MAX_FILE_BYTES
+
+
+def check_codes(entries: Iterable[str]) -> list[str]:
+    """Normalise --select/--ignore entries (codes, prefixes like TS5, or names); unknown ones are usage errors."""
+    out = []
+    for entry in entries:
+        entry = entry.strip()
+        if not entry:
+            continue
+        found = codes.get(entry)
+        if found:
+            out.append(found.code)
+        elif re.fullmatch(r"(?i)TS\d{0,2}", entry) and any(c.startswith(entry.upper()) for c in codes.CODES):
+            out.append(entry.upper())
+        else:
+            guess = did_you_mean(entry, list(codes.CODES) + list(codes.NAMES))
+            raise UsageError(f"unknown lint code {entry!r}",
+                             f"did you mean {guess!r}?" if guess else "see the codes with: torchspec lint --explain all")
+    return out
+
+
+def is_selected(code: str, select: list[str], ignore: list[str]) -> bool:
+    if select and not any(code.startswith(s) for s in select):
+        return False
+    return not any(code.startswith(i) for i in ignore)
+
+
+def discover(paths: Iterable[str], exclude: Iterable[str] = ()) -> Iterator[tuple[str, bool]]:
+    """``(path, named)`` for each candidate file; ``named`` files were given explicitly."""
+    import fnmatch
+
+    patterns = list(exclude)
+
+    def excluded(path: str) -> bool:
+        rel = os.path.normpath(path)
+        return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(os.path.basename(rel), p) for p in patterns)
+
+    for path in paths:
+        if os.path.isdir(path):
+            for folder, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not excluded(os.path.join(folder, d)))
+                for name in sorted(files):
+                    full = os.path.join(folder, name)
+                    if os.path.splitext(name)[1].lower() in FORMATS and not excluded(full):
+                        yield full, False
+        elif os.path.exists(path):
+            if not excluded(path):
+                yield path, True
+        else:
+            raise UsageError(f"no such file or folder: {path}")
+
+
+def lint_paths(paths: Iterable[str], options: LintOptions | None = None) -> LintResult:
+    options = options or LintOptions()
+    select = check_codes(options.select)
+    ignore = check_codes(options.ignore)
+    load_options = LoadOptions(params=options.params, params_file=options.params_file,
+                               template_paths=options.template_paths, max_file_bytes=options.max_file_bytes,
+                               lint=True)
+    result = LintResult()
+    for path, named in discover(paths, options.exclude):
+        found = lint_file(path, named, load_options)
+        if found is None:
+            continue
+        result.files.append(path)
+        result.diagnostics.extend(d for d in found if is_selected(d.code, select, ignore))
+    return result
+
+
+def lint_file(path: str, named: bool, options: LoadOptions) -> list[Diagnostic] | None:
+    """Diagnostics for one file, or None when a file found in a folder is not a spec at all."""
+    text, problem = read_text(path, options.max_file_bytes)
+    if problem is not None:
+        return [problem]
+    assert text is not None
+    if not named and not _LOOKS_LIKE_SPEC.search(text):
+        return None
+    return load_text(text, path, detect_format(path), options).all_diagnostics()

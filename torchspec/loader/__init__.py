@@ -1,0 +1,298 @@
+"""From a spec file to validated AppDefs, collecting every problem on the way.
+
+The pipeline for each document, each step stopping the document at its first
+failing step so one mistake is not reported five times:
+
+1. parse (YAML, TOML or JSON) keeping positions;
+2. when the file holds templates, check the document as written against the
+   published schema (template strings allowed where editors allow them);
+3. resolve params: ``-p`` values, then the values file, then defaults;
+4. render every string value outside ``params``/``imports`` in the sandbox;
+5. check the rendered document against the strict schema;
+6. run the semantic rules (TS5xx);
+7. build the ``AppDef`` (skipped by lint).
+
+``load_app`` raises :class:`~torchspec.errors.SpecError`; ``load_file`` returns
+diagnostics as values, which is what lint and the CLI use.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+from torchspec.errors import Diagnostic, SpecError
+from torchspec.loader import params as params_mod
+from torchspec.loader.document import Document, Path
+from torchspec.loader.parsers import parse
+from torchspec.loader.source import MAX_FILE_BYTES, detect_format, read_text
+from torchspec.loader.template import Renderer, RenderError, is_template
+
+if TYPE_CHECKING:
+    from torchspec.specs import AppDef
+
+__all__ = ["LoadOptions", "LoadedDocument", "LoadedFile", "load_file", "load_text", "load_app", "load_apps",
+           "Document"]
+
+_UNTEMPLATED = ("params", "imports", "$schema")
+
+
+@dataclass
+class LoadOptions:
+    """What the caller supplies besides the file: param values and limits."""
+
+    params: Mapping[str, str] = field(default_factory=dict)
+    params_file: str | None = None
+    template_paths: tuple[str, ...] = ()
+    max_file_bytes: int = MAX_FILE_BYTES
+    #: lint mode: stand in for missing required params and do not build AppDefs
+    lint: bool = False
+
+
+@dataclass
+class LoadedDocument:
+    source: Document
+    rendered: dict[str, Any] | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    env_read: list[str] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    app: "AppDef | None" = None
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.is_error for d in self.diagnostics)
+
+
+@dataclass
+class LoadedFile:
+    path: str
+    documents: list[LoadedDocument] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)  # file-level: unreadable, syntax
+
+    def all_diagnostics(self) -> list[Diagnostic]:
+        out = list(self.diagnostics)
+        for d in self.documents:
+            out.extend(d.diagnostics)
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.is_error for d in self.all_diagnostics())
+
+
+def load_file(path: str, options: LoadOptions | None = None) -> LoadedFile:
+    """Load every document of a spec file; problems come back as diagnostics, never raised."""
+    options = options or LoadOptions()
+    text, problem = read_text(path, options.max_file_bytes)
+    if problem is not None:
+        return LoadedFile(path, diagnostics=[problem])
+    assert text is not None
+    return load_text(text, path, detect_format(path), options)
+
+
+def load_text(text: str, path: str = "<string>", fmt: str = "yaml", options: LoadOptions | None = None) -> LoadedFile:
+    """Like :func:`load_file` for text already in memory (``path`` names it in messages)."""
+    options = options or LoadOptions()
+    result = LoadedFile(path)
+    docs, problems = parse(text, path, fmt)
+    result.diagnostics.extend(problems)
+    if not docs and not problems:
+        result.diagnostics.append(Diagnostic("TS003", "the file holds no spec", file=path,
+                                             hint="write an AppDef: name and roles"))
+    if any(d.is_error for d in problems):
+        return result  # documents after a syntax error are not trustworthy
+    values_file = _read_params_file(options.params_file) if options.params_file else None
+    for doc in docs:
+        result.documents.append(_load_document(doc, options, values_file, has_templates=_has_markers(text)))
+    return result
+
+
+def load_apps(path: str, params: Mapping[str, str] | None = None, params_file: str | None = None,
+              template_paths: tuple[str, ...] = ()) -> list["AppDef"]:
+    """Every AppDef in the file, or :class:`SpecError` with every problem found."""
+    loaded = load_file(path, LoadOptions(params=params or {}, params_file=params_file,
+                                         template_paths=template_paths))
+    if not loaded.ok:
+        raise SpecError.from_diagnostics([d for d in loaded.all_diagnostics() if d.is_error])
+    return [d.app for d in loaded.documents if d.app is not None]
+
+
+def load_app(path: str, params: Mapping[str, str] | None = None, params_file: str | None = None,
+             template_paths: tuple[str, ...] = ()) -> "AppDef":
+    """The one AppDef in a file; several documents is an error (name the one you want with load_apps)."""
+    apps = load_apps(path, params, params_file, template_paths)
+    if len(apps) != 1:
+        raise SpecError([Diagnostic("TS003", f"the file holds {len(apps)} specs, expected one", file=path,
+                                    hint="split the documents into files, or use load_apps()")])
+    return apps[0]
+
+
+# ---------------------------------------------------------------- one document
+
+
+def _has_markers(text: str) -> bool:
+    return "{{" in text or "{%" in text or "{#" in text
+
+
+@dataclass
+class _ValuesFile:
+    values: dict[str, Any]
+    document: Document | None
+    diagnostics: list[Diagnostic]
+
+
+def _read_params_file(path: str) -> _ValuesFile:
+    text, problem = read_text(path)
+    if problem is not None:
+        problem.code = "TS307"
+        return _ValuesFile({}, None, [problem])
+    assert text is not None
+    docs, problems = parse(text, path, detect_format(path))
+    if problems:
+        return _ValuesFile({}, None, problems)
+    if len(docs) != 1 or not isinstance(docs[0].data, dict):
+        return _ValuesFile({}, docs[0] if docs else None, [Diagnostic(
+            "TS307", "a params file must hold one mapping of param names to values", file=path, line=1, column=1,
+            hint="write one 'name: value' line per param")])
+    return _ValuesFile(docs[0].data, docs[0], [])
+
+
+def _load_document(doc: Document, options: LoadOptions, values_file: _ValuesFile | None,
+                   has_templates: bool) -> LoadedDocument:
+    from torchspec.schema import validator
+
+    out = LoadedDocument(doc)
+    if doc.data is None:
+        out.diagnostics.append(doc.diagnostic("TS003", "the document is empty", (), "write an AppDef: name and roles"))
+        return out
+    if has_templates or not isinstance(doc.data, dict):
+        if _schema_problems(out, doc, validator(strict=False)):
+            return out
+    declared, problems = params_mod.declarations(doc) if isinstance(doc.data, dict) else ({}, [])
+    out.diagnostics.extend(problems)
+    if problems:
+        return out
+    resolved = params_mod.resolve(
+        doc, declared, dict(options.params),
+        values_file.values if values_file else None,
+        values_file.document if values_file else None,
+        fill_placeholders=options.lint,
+    )
+    if values_file:
+        out.diagnostics.extend(values_file.diagnostics)
+    out.diagnostics.extend(resolved.diagnostics)
+    if not out.ok:
+        return out
+    out.params = resolved.values
+    renderer = Renderer(resolved.values, os.path.dirname(os.path.abspath(doc.file)),
+                        doc.data.get("imports"), options.template_paths)
+    sources: dict[Path, str] = {}
+    try:
+        with renderer.deadline():
+            out.rendered = _render(doc.data, (), renderer, doc, out.diagnostics, sources)
+    except RenderError as e:  # only the render clock raises out of _render
+        out.diagnostics.append(doc.diagnostic(e.code, e.message, (), e.hint))
+        return out
+    out.env_read = renderer.env_read
+    if not out.ok or out.rendered is None:
+        return out
+    doubtful = _placeholder_paths(sources, resolved.placeholders)
+    _unused_params(out, doc, declared, sources, renderer)
+    if _schema_problems(out, doc, validator(strict=True), data=out.rendered, skip=doubtful):
+        return out
+    from torchspec.lint import rules
+
+    rendered_doc = Document(doc.file, doc.text, out.rendered, doc.index, doc.positions, doc.key_positions, doc.format)
+    out.diagnostics.extend(d for d in rules.check(rendered_doc) if not _under(d.path, doubtful))
+    if out.ok and not options.lint:
+        from torchspec.loader.build import build_app
+
+        out.app = build_app(out.rendered)
+    return out
+
+
+def _schema_problems(out: LoadedDocument, doc: Document, check: Any, data: Any = None,
+                     skip: set[str] | None = None) -> bool:
+    issues = check.issues(doc.data if data is None else data)
+    found = False
+    for issue in issues:
+        d = doc.diagnostic(issue.code, issue.message, issue.path, issue.hint, key=issue.key)
+        if skip and _under(d.path, skip):
+            continue
+        out.diagnostics.append(d)
+        found = True
+    return found
+
+
+def _render(value: Any, path: Path, renderer: Renderer, doc: Document, diags: list[Diagnostic],
+            sources: dict[Path, str]) -> Any:
+    """Render every template string under ``value``; collect all failures."""
+    if isinstance(value, str):
+        if not is_template(value):
+            return value
+        sources[path] = value
+        try:
+            return renderer.render(value)
+        except RenderError as e:
+            d = doc.diagnostic(e.code, e.message, path, e.hint)
+            if d.line is not None and e.line > 1:
+                d.line += e.line - 1
+                d.source_line = doc.source_line(d.line)
+            diags.append(d)
+            return value
+    if isinstance(value, list):
+        return [_render(v, path + (i,), renderer, doc, diags, sources) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: (v if not path and k in _UNTEMPLATED else _render(v, path + (k,), renderer, doc, diags, sources))
+                for k, v in value.items()}
+    return value
+
+
+def _words(names: set[str] | dict[str, Any]) -> re.Pattern[str] | None:
+    if not names:
+        return None
+    return re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b")
+
+
+def _placeholder_paths(sources: dict[Path, str], placeholders: set[str]) -> set[str]:
+    """Paths whose values came from templates using lint's stand-in values: their checks would be guesses."""
+    from torchspec.errors import format_path
+
+    pattern = _words(placeholders)
+    if pattern is None:
+        return set()
+    return {format_path(p) for p, src in sources.items() if pattern.search(src)}
+
+
+def _under(path: str, prefixes: set[str]) -> bool:
+    return any(path == p or path.startswith(p + ".") or path.startswith(p + "[") for p in prefixes)
+
+
+def _unused_params(out: LoadedDocument, doc: Document, declared: dict[str, Any], sources: dict[Path, str],
+                   renderer: Renderer) -> None:
+    if not declared:
+        return
+    texts = list(sources.values()) + [_import_text(renderer, p) for p in renderer.imports.values()]
+    used: set[str] = set()
+    pattern = _words(declared)
+    assert pattern is not None
+    for text in texts:
+        used.update(pattern.findall(text))
+    for name in declared:
+        if name not in used:
+            out.diagnostics.append(doc.diagnostic(
+                "TS305", f"param {name!r} is declared but never used", ("params", name),
+                f"use it as {{{{ {name} }}}} in a value, or remove it", severity="warning", key=True))
+
+
+def _import_text(renderer: Renderer, path: str) -> str:
+    for root in renderer.roots:
+        try:
+            with open(os.path.join(root, path), encoding="utf-8") as f:
+                return f.read()
+        except OSError:
+            continue
+    return ""
+

@@ -1,0 +1,5 @@
+"""``python -m torchspec`` runs the CLI."""
+
+from torchspec.cli.main import main
+
+main()

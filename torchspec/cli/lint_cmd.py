@@ -1,0 +1,87 @@
+"""``torchspec lint``: options in, LintResult to a reporter, exit code out."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from torchspec.cli.options import param_options, parse_params, split_commas
+
+FORMATS = ["text", "json", "github", "sarif"]
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("-f", "--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+              help="Report format.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write the report to a file.")
+@click.option("--select", multiple=True, metavar="CODES", help="Only these codes or prefixes (e.g. TS2,TS501).")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Skip these codes or prefixes.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files and folders matching GLOB.")
+@click.option("--strict", is_flag=True, default=None, help="Warnings fail the run too.")
+@click.option("--max-file-size", type=click.IntRange(min=1), metavar="BYTES", help="Refuse larger files.")
+@click.option("--explain", metavar="CODE", help="Explain a code (or 'all') and exit.")
+@click.option("--color/--no-color", default=None, help="Force colour on or off (default: on a terminal).")
+@param_options
+def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
+         exclude: tuple[str, ...], strict: bool | None, max_file_size: int | None, explain: str | None,
+         color: bool | None, params: tuple[str, ...], params_file: str | None,
+         template_paths: tuple[str, ...]) -> int:
+    """Lint spec files and folders (default: the current folder).
+
+    Folders are searched for *.yaml, *.yml, *.toml and *.json files that look
+    like specs. Settings under [lint] in .torchspec.toml or [tool.torchspec.lint]
+    in pyproject.toml apply; flags win over them.
+
+    Exit codes: 0 clean, 1 errors found (or warnings with --strict), 2 usage error.
+    """
+    from torchspec.config import load_config
+    from torchspec.lint import LintOptions, lint_paths
+    from torchspec.report import get_reporter
+
+    if explain:
+        return _explain(explain)
+    config = load_config().section("lint")
+    options = LintOptions(
+        select=split_commas(select) or list(config.get("select", [])),
+        ignore=split_commas(ignore) or list(config.get("ignore", [])),
+        exclude=list(exclude) or list(config.get("exclude", [])),
+        params=parse_params(params),
+        params_file=params_file,
+        template_paths=tuple(template_paths) or tuple(config.get("template_paths", [])),
+    )
+    if max_file_size or config.get("max_file_size"):
+        options.max_file_bytes = int(max_file_size or config["max_file_size"])
+    result = lint_paths(paths or (".",), options)
+    stream = open(output, "w", encoding="utf-8") if output else sys.stdout
+    try:
+        if color is None:
+            from torchspec.report.text import should_color
+
+            color = fmt == "text" and should_color(stream)
+        text = get_reporter(fmt)().render(result, color=color)
+        stream.write(text if text.endswith("\n") or not text else text + "\n")
+    finally:
+        if output:
+            stream.close()
+    return result.exit_code(strict=bool(strict if strict is not None else config.get("strict", False)))
+
+
+def _explain(code: str) -> int:
+    from torchspec.errors import UsageError
+    from torchspec.lint import codes
+
+    if code.lower() == "all":
+        for entry in codes.CODES.values():
+            click.echo(f"{entry.code}  {entry.name:<24} {entry.severity:<8} {entry.summary}")
+        return 0
+    entry = codes.get(code)
+    if entry is None:
+        from torchspec.schema import did_you_mean
+
+        guess = did_you_mean(code, list(codes.CODES) + list(codes.NAMES))
+        raise UsageError(f"unknown lint code {code!r}", f"did you mean {guess!r}?" if guess else
+                         "list every code with: torchspec lint --explain all")
+    click.echo(entry.explain())
+    return 0

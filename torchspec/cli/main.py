@@ -1,0 +1,114 @@
+"""The ``torchspec`` command: a thin click layer over the library.
+
+Commands are imported only when invoked, so ``torchspec --version`` and
+``torchspec lint`` never pay for docker, kubernetes or rich.
+
+Exit codes (stable, documented in README):
+  0  success, or lint found nothing
+  1  the spec (or a lint run) has errors
+  2  usage error: bad option, missing file, unknown code
+  3  internal error (a bug in torchspec; set TORCHSPEC_DEBUG=1 for the traceback)
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+EXIT_OK = 0
+EXIT_SPEC_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+#: command name -> (module, attribute, one-line help); help here keeps `--help` from importing every command
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "lint": ("torchspec.cli.lint_cmd", "lint", "Check spec files for errors (syntax, schema, params, templates)."),
+    "render": ("torchspec.cli.render_cmd", "render", "Print the materialised AppDef of a spec file."),
+    "schema": ("torchspec.cli.schema_cmd", "schema", "Print the AppDef JSON Schema."),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args in (["--version"], ["-V"]):  # the fast path: no click import
+        from torchspec.version import __version__
+
+        print(f"torchspec {__version__}")
+        sys.exit(EXIT_OK)
+    cli = build_cli()
+    try:
+        code = cli.main(args=args, prog_name="torchspec", standalone_mode=False)
+    except Exception as e:  # noqa: BLE001 - the one place that turns every failure into an exit code
+        code = _handle(e)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _handle(e: BaseException) -> int:
+    import click
+
+    from torchspec.cli import console
+    from torchspec.errors import SpecError, UsageError
+
+    if isinstance(e, click.exceptions.Exit):
+        return e.exit_code
+    if isinstance(e, click.exceptions.Abort):
+        console.error("aborted")
+        return 130
+    if isinstance(e, click.ClickException):
+        e.show()
+        return EXIT_USAGE if isinstance(e, click.UsageError) else e.exit_code
+    if isinstance(e, UsageError):
+        console.error(e.message, e.hint)
+        return EXIT_USAGE
+    if isinstance(e, SpecError):
+        console.diagnostics(e.diagnostics)
+        return EXIT_SPEC_ERROR
+    if isinstance(e, BrokenPipeError):
+        return EXIT_OK
+    if os.environ.get("TORCHSPEC_DEBUG"):
+        raise e
+    console.error(f"internal error: {type(e).__name__}: {e}",
+                  "this is a bug in torchspec; rerun with TORCHSPEC_DEBUG=1 and report the traceback")
+    return EXIT_INTERNAL
+
+
+def build_cli() -> Any:
+    import click
+
+    from torchspec.version import __version__
+
+    class LazyGroup(click.Group):
+        def list_commands(self, ctx: click.Context) -> list[str]:
+            return sorted(COMMANDS)
+
+        def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+            if name not in COMMANDS:
+                return None
+            module, attr, _ = COMMANDS[name]
+            return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+
+        def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+            with formatter.section("Commands"):
+                formatter.write_dl([(n, COMMANDS[n][2]) for n in sorted(COMMANDS)])
+
+        def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+            name = args[0] if args else ""
+            if name and not name.startswith("-") and name not in COMMANDS:
+                import difflib
+
+                guess = difflib.get_close_matches(name, list(COMMANDS), n=1)
+                hint = f" Did you mean {guess[0]!r}?" if guess else ""
+                ctx.fail(f"No such command {name!r}.{hint}")
+            return super().resolve_command(ctx, args)
+
+    @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(__version__, "--version", "-V", prog_name="torchspec", message="%(prog)s %(version)s")
+    def cli() -> None:
+        """Declarative job specs for distributed PyTorch: lint, render and run them anywhere.
+
+        Exit codes: 0 ok, 1 spec errors found, 2 usage error, 3 internal error.
+        """
+
+    return cli

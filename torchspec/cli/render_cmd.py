@@ -1,0 +1,46 @@
+"""``torchspec render``: show exactly what a spec becomes once params and templates are applied."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from torchspec.cli.options import param_options, parse_params
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
+              help="Output format.")
+@click.option("--show-env", is_flag=True, help="List (on stderr) the environment variables the templates read.")
+@param_options
+def render(file: str, fmt: str, show_env: bool, params: tuple[str, ...], params_file: str | None,
+           template_paths: tuple[str, ...]) -> int:
+    """Print the materialised AppDef(s) of FILE after params and templates.
+
+    Runtime macros such as ${app_id} stay as they are: schedulers fill them in.
+    """
+    from torchspec.cli import console
+    from torchspec.loader import LoadOptions, load_file
+    from torchspec.loader.build import dump_app
+
+    loaded = load_file(file, LoadOptions(params=parse_params(params), params_file=params_file,
+                                         template_paths=tuple(template_paths)))
+    found = loaded.all_diagnostics()
+    if found:
+        console.diagnostics(found)
+    if not loaded.ok:
+        return 1
+    apps = [dump_app(d.app) for d in loaded.documents if d.app is not None]
+    if fmt == "json":
+        click.echo(json.dumps(apps[0] if len(apps) == 1 else apps, indent=2))
+    else:
+        import yaml
+
+        click.echo(yaml.safe_dump_all(apps, sort_keys=False, default_flow_style=False, width=1000).rstrip())
+    if show_env:
+        names = sorted({n for d in loaded.documents for n in d.env_read})
+        print("environment variables read: " + (", ".join(names) if names else "none"), file=sys.stderr)
+    return 0

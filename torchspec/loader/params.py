@@ -1,0 +1,242 @@
+"""Typed params: declarations, conversion of given values, and precedence.
+
+Values come from ``-p name=value`` (strings), from a values file (typed
+YAML/JSON/TOML), and from the declared defaults, in that order of
+precedence.  Every problem is collected, not just the first: all missing
+params are reported at once, each with its help text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchspec.errors import Diagnostic
+from torchspec.loader.document import Document
+from torchspec.schema import did_you_mean
+
+TYPES = ("string", "integer", "number", "boolean", "list", "map")
+_NO_DEFAULT = object()
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+@dataclass
+class Param:
+    name: str
+    type: str
+    default: Any = _NO_DEFAULT
+    help: str = ""
+    choices: list[Any] | None = None
+    min: float | None = None
+    max: float | None = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is _NO_DEFAULT
+
+    def usage(self) -> str:
+        """``-p nnodes=<integer>  number of nodes`` for messages and ``torchspec render --help-params``."""
+        text = f"-p {self.name}=<{self.type}>"
+        if self.choices:
+            text += f" (one of: {', '.join(str(c) for c in self.choices)})"
+        return f"{text}  {self.help}".rstrip()
+
+
+@dataclass
+class ParamValues:
+    values: dict[str, Any] = field(default_factory=dict)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    placeholders: set[str] = field(default_factory=set)  # required params lint filled in itself
+
+
+class ConversionError(ValueError):
+    """A value that cannot become the declared type; the message says why."""
+
+
+def declarations(doc: Document) -> tuple[dict[str, Param], list[Diagnostic]]:
+    """The params a (schema-valid) document declares, with their own consistency checked."""
+    params: dict[str, Param] = {}
+    diags: list[Diagnostic] = []
+    for name, decl in (doc.data.get("params") or {}).items():
+        p = Param(name, decl["type"], decl.get("default", _NO_DEFAULT), decl.get("help", ""),
+                  decl.get("choices"), decl.get("min"), decl.get("max"))
+        problems = []
+        if p.min is not None and p.max is not None and p.min > p.max:
+            problems.append((("min",), f"min {p.min} is larger than max {p.max}"))
+        for i, choice in enumerate(p.choices or []):
+            try:
+                p.choices[i] = check(p, choice, check_choices=False)  # type: ignore[index]
+            except ConversionError as e:
+                problems.append((("choices", i), f"choice {choice!r} is not a valid {p.type}: {e}"))
+        if not p.required:
+            try:
+                p.default = check(p, p.default)
+            except ConversionError as e:
+                problems.append((("default",), f"default {p.default!r} does not fit the param: {e}"))
+        for sub, message in problems:
+            diags.append(doc.diagnostic("TS306", f"param {name!r}: {message}", ("params", name) + sub,
+                                        "make default, choices, min and max agree with the declared type"))
+        params[name] = p
+    return params, diags
+
+
+def convert(param: Param, raw: str) -> Any:
+    """Convert a command-line string to the param's type, then check choices and bounds."""
+    t = param.type
+    text = raw.strip()
+    if t == "string":
+        value: Any = raw
+    elif t == "integer":
+        try:
+            value = int(text.replace("_", ""), 10)
+        except ValueError:
+            raise ConversionError(f"{raw!r} is not an integer") from None
+    elif t == "number":
+        try:
+            value = float(text)
+        except ValueError:
+            raise ConversionError(f"{raw!r} is not a number") from None
+        if not math.isfinite(value):
+            raise ConversionError(f"{raw!r} is not a finite number")
+    elif t == "boolean":
+        if text.lower() in _TRUE:
+            value = True
+        elif text.lower() in _FALSE:
+            value = False
+        else:
+            raise ConversionError(f"{raw!r} is not a boolean (use true or false)")
+    elif t == "list":
+        value = _json_or(text, list, lambda s: [item.strip() for item in s.split(",") if item.strip()])
+    else:
+        value = _json_or(text, dict, _parse_map)
+    return check(param, value)
+
+
+def _json_or(text: str, kind: type, fallback: Any) -> Any:
+    if text.startswith("[" if kind is list else "{"):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConversionError(f"{text!r} is not valid JSON: {e.msg}") from None
+        if not isinstance(value, kind):
+            raise ConversionError(f"{text!r} is not a {'list' if kind is list else 'map'}")
+        return value
+    return fallback(text) if text else kind()
+
+
+def _parse_map(text: str) -> dict[str, str]:
+    out = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConversionError(f"{item.strip()!r} is not key=value (write a=1,b=2 or a JSON object)")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def check(param: Param, value: Any, check_choices: bool = True) -> Any:
+    """Check a typed value (from a values file or a default) and normalise numbers."""
+    t = param.type
+    ok = {
+        "string": isinstance(value, str),
+        "integer": isinstance(value, int) and not isinstance(value, bool)
+        or isinstance(value, float) and value.is_integer(),
+        "number": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "boolean": isinstance(value, bool),
+        "list": isinstance(value, list),
+        "map": isinstance(value, dict),
+    }[t]
+    if not ok:
+        if isinstance(value, str) and t != "string":
+            return convert(param, value)
+        raise ConversionError(f"expected {t}, got {type(value).__name__} {value!r}")
+    if t == "integer":
+        value = int(value)
+    if check_choices and param.choices is not None and value not in param.choices:
+        raise ConversionError(f"{value!r} is not one of: {', '.join(str(c) for c in param.choices)}")
+    if t in ("integer", "number"):
+        if param.min is not None and value < param.min:
+            raise ConversionError(f"{value} is below the minimum {param.min:g}")
+        if param.max is not None and value > param.max:
+            raise ConversionError(f"{value} is above the maximum {param.max:g}")
+    return value
+
+
+def placeholder(param: Param) -> Any:
+    """A typed stand-in for a required param, so lint can render a spec nobody passed values for."""
+    if param.choices:
+        return param.choices[0]
+    low = param.min if param.min is not None else 1
+    return {
+        "string": f"<{param.name}>",
+        "integer": int(math.ceil(low)),
+        "number": float(low),
+        "boolean": False,
+        "list": [],
+        "map": {},
+    }[param.type]
+
+
+def resolve(
+    doc: Document,
+    params: dict[str, Param],
+    given: dict[str, str] | None = None,
+    given_file: dict[str, Any] | None = None,
+    file_doc: Document | None = None,
+    fill_placeholders: bool = False,
+) -> ParamValues:
+    """Merge CLI values, values-file values and defaults into typed values."""
+    out = ParamValues()
+    given = given or {}
+    given_file = given_file or {}
+    for name, raw in given_file.items():
+        if name not in params:
+            out.diagnostics.append(_unknown(name, params, file_doc or doc, ("params_file", name), file_doc))
+    for name in given:
+        if name not in params:
+            out.diagnostics.append(_unknown(name, params, doc, None, None))
+    missing = []
+    for name, p in params.items():
+        try:
+            if name in given:
+                out.values[name] = convert(p, given[name])
+            elif name in given_file:
+                out.values[name] = check(p, given_file[name])
+            elif not p.required:
+                out.values[name] = p.default
+            elif fill_placeholders:
+                out.values[name] = placeholder(p)
+                out.placeholders.add(name)
+            else:
+                missing.append(p)
+        except ConversionError as e:
+            source = "-p" if name in given else "the params file"
+            code = "TS304" if ("not one of" in str(e) or "minimum" in str(e) or "maximum" in str(e)) else "TS303"
+            where = doc
+            path: tuple[Any, ...] = ("params", name)
+            if name not in given and file_doc is not None:
+                where, path = file_doc, (name,)
+            out.diagnostics.append(where.diagnostic(code, f"param {name!r} from {source}: {e}", path, p.usage()))
+    for p in missing:
+        out.diagnostics.append(doc.diagnostic(
+            "TS302", f"missing required param {p.name!r}" + (f" ({p.help})" if p.help else ""),
+            ("params", p.name), f"pass it: {p.usage()}", key=True))
+    return out
+
+
+def _unknown(name: str, params: dict[str, Param], doc: Document, path: Any, file_doc: Document | None) -> Diagnostic:
+    guess = did_you_mean(name, params)
+    hint = f"did you mean {guess!r}?" if guess else (
+        f"declared params: {', '.join(params)}" if params else "this spec declares no params")
+    if file_doc is not None:
+        return file_doc.diagnostic("TS301", f"unknown param {name!r} in the params file", (name,), hint, key=True)
+    d = doc.diagnostic("TS301", f"unknown param {name!r} given with -p", ("params",), hint, key=True)
+    if "params" not in doc.data:
+        d.line = d.column = None
+        d.source_line = None
+    return d

@@ -1,0 +1,485 @@
+"""YAML, TOML and JSON parsers that keep the position of every value.
+
+Each parser returns plain data (so a schema validator can take it as it is)
+plus a map from the path of each value to its line and column.  All three
+are safe: YAML goes through PyYAML's safe composer with our own constructor,
+which refuses unknown tags, duplicate keys and alias bombs; nothing can make
+them run code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from bisect import bisect_right
+from typing import Any, Callable
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from torchspec.errors import Diagnostic
+from torchspec.loader.document import Document, Path, Position
+
+#: Values one document may expand to through aliases; real specs hold a few hundred.
+MAX_VALUES = 100_000
+#: Nesting depth; real specs nest about six levels.
+MAX_DEPTH = 64
+
+_YAMLLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SCALARS = SafeConstructor()
+_TAG = "tag:yaml.org,2002:"
+_SCALAR_TAGS = {f"{_TAG}{t}" for t in ("str", "int", "float", "bool", "null")}
+_TEXT_TAGS = {f"{_TAG}timestamp"}  # YAML 1.2 has no timestamps: keep what was written
+_MERGE = f"{_TAG}merge"
+
+Parsed = tuple[list[Document], list[Diagnostic]]
+
+
+class _ParseError(Exception):
+    def __init__(self, code: str, message: str, position: Position | None, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.position = position
+        self.hint = hint
+
+
+def _diagnostic(file: str, text: str, err: _ParseError, index: int = 0) -> Diagnostic:
+    line, col = err.position or (None, None)
+    source = text.splitlines()[line - 1] if line and line <= len(text.splitlines()) else None
+    return Diagnostic(err.code, err.message, file=file, line=line, column=col, hint=err.hint,
+                      document=index, source_line=source)
+
+
+def parse(text: str, file: str, fmt: str) -> Parsed:
+    """Parse ``text`` in format ``fmt`` (yaml, toml or json) into positioned documents."""
+    return _PARSERS[fmt](text, file)
+
+
+# ---------------------------------------------------------------- YAML
+
+
+def parse_yaml(text: str, file: str) -> Parsed:
+    docs: list[Document] = []
+    if text.count("[") + text.count("{") > 2000:
+        problem = _yaml_depth_problem(text)
+        if problem:
+            return [], [_diagnostic(file, text, problem)]
+    loader = _YAMLLoader(text)
+    try:
+        index = 0
+        while loader.check_node():
+            node = loader.get_node()
+            builder = _YamlBuilder(file, text, index)
+            try:
+                data = builder.build(node, (), 0)
+            except _ParseError as e:
+                return docs, [_diagnostic(file, text, e, index)]
+            if builder.duplicates:
+                return docs, builder.duplicates
+            docs.append(Document(file, text, data, index, builder.positions, builder.key_positions, "yaml"))
+            index += 1
+    except yaml.MarkedYAMLError as e:
+        return docs, [_diagnostic(file, text, _yaml_syntax_error(e, text), len(docs))]
+    except yaml.YAMLError as e:  # errors without a mark (encoding, reader)
+        return docs, [Diagnostic("TS101", str(e), file=file, document=len(docs))]
+    finally:
+        loader.dispose()
+    return docs, []
+
+
+def _yaml_depth_problem(text: str) -> _ParseError | None:
+    """Measure flow nesting with the event parser, which does not recurse.
+
+    libyaml's composer recurses once per nesting level and crashes the
+    interpreter on tens of thousands of ``[``; this check runs first when a
+    file has enough brackets to get there.
+    """
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_YAMLLoader):
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    mark = event.start_mark
+                    return _ParseError("TS104", f"values are nested more than {MAX_DEPTH} levels deep",
+                                       (mark.line + 1, mark.column + 1), "flatten the document")
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+    except yaml.YAMLError:
+        return None  # the composer reports the syntax error with its position
+    return None
+
+
+_YAML_HINTS = [
+    ("found character '\\t'", "YAML does not allow tabs for indentation: use spaces"),
+    ("mapping values are not allowed", "a value that contains ': ' must be quoted, or the indentation is off"),
+    ("could not find expected ':'", "a key is missing its ':', or a quoted value is not closed"),
+    ("found undefined alias", "define the anchor (&name) before using the alias (*name)"),
+    ("expected <block end>", "check the indentation: items of one list or mapping must line up"),
+    ("did not find expected key", "check the indentation: items of one list or mapping must line up"),
+    ("found unexpected end of stream", "a quoted string or a [ ] / { } is not closed"),
+    ("did not find expected ',' or ']'", "a [ ] list is not closed, or an item needs quotes"),
+    ("did not find expected ',' or '}'", "a { } mapping is not closed, or a Jinja '{{ }}' value needs quotes"),
+]
+
+
+def _yaml_syntax_error(e: yaml.MarkedYAMLError, text: str) -> _ParseError:
+    mark = e.problem_mark or e.context_mark
+    problem = e.problem or e.context or "invalid YAML"
+    message = problem if not e.context or e.context == problem else f"{problem} ({e.context})"
+    hint = next((h for needle, h in _YAML_HINTS if needle in message), None)
+    if mark is not None and "{{" in (text.splitlines()[mark.line] if mark.line < len(text.splitlines()) else ""):
+        hint = 'quote values that hold Jinja templates: key: "{{ value }}"'
+    position = (mark.line + 1, mark.column + 1) if mark is not None else None
+    return _ParseError("TS101", message, position, hint)
+
+
+class _YamlBuilder:
+    """Turns composed nodes into plain data, recording where each value sits."""
+
+    def __init__(self, file: str, text: str, index: int) -> None:
+        self.file = file
+        self.text = text
+        self.index = index
+        self.positions: dict[Path, Position] = {}
+        self.key_positions: dict[Path, Position] = {}
+        self.duplicates: list[Diagnostic] = []
+        self.count = 0
+
+    def build(self, node: Node, path: Path, depth: int) -> Any:
+        self.count += 1
+        mark = node.start_mark
+        where = (mark.line + 1, mark.column + 1)
+        if self.count > MAX_VALUES:
+            raise _ParseError("TS104", f"the document expands to more than {MAX_VALUES} values",
+                              where, "anchors and aliases (&a, *a) must not multiply the document")
+        if depth > MAX_DEPTH:
+            raise _ParseError("TS104", f"values are nested more than {MAX_DEPTH} levels deep", where)
+        self.positions[path] = where
+        if isinstance(node, ScalarNode):
+            return self._scalar(node, where)
+        if isinstance(node, SequenceNode):
+            if node.tag != f"{_TAG}seq":
+                raise self._bad_tag(node, where)
+            return [self.build(child, path + (i,), depth + 1) for i, child in enumerate(node.value)]
+        if isinstance(node, MappingNode):
+            if node.tag != f"{_TAG}map":
+                raise self._bad_tag(node, where)
+            return self._mapping(node, path, depth)
+        raise _ParseError("TS106", "unsupported YAML node", where)  # pragma: no cover
+
+    def _scalar(self, node: ScalarNode, where: Position) -> Any:
+        tag = node.tag
+        if tag in _SCALAR_TAGS:
+            return _SCALARS.construct_object(node) if tag != f"{_TAG}str" else node.value
+        if tag in _TEXT_TAGS:
+            return node.value
+        raise self._bad_tag(node, where)
+
+    def _bad_tag(self, node: Node, where: Position) -> _ParseError:
+        tag = node.tag.replace(_TAG, "!!")
+        return _ParseError("TS106", f"the YAML tag {tag} is not supported in a spec", where,
+                           "remove the tag; specs hold only strings, numbers, booleans, lists and mappings")
+
+    def _mapping(self, node: MappingNode, path: Path, depth: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        merged: list[MappingNode] = []
+        for key_node, value_node in node.value:
+            kmark = key_node.start_mark
+            kwhere = (kmark.line + 1, kmark.column + 1)
+            if key_node.tag == _MERGE:
+                merged.extend(self._merge_sources(value_node, kwhere))
+                continue
+            if not isinstance(key_node, ScalarNode):
+                line = self.text.splitlines()[kmark.line] if kmark.line < len(self.text.splitlines()) else ""
+                hint = ('quote values that hold Jinja templates: key: "{{ value }}"' if "{{" in line
+                        else "mapping keys must be plain strings")
+                raise _ParseError("TS106", "a mapping key must be a string, not a list or mapping", kwhere, hint)
+            key = key_node.value  # keys are taken as written: `on:` stays "on", `8080:` stays "8080"
+            child = path + (key,)
+            if key in out:
+                first = self.key_positions[child]
+                self.duplicates.append(Diagnostic(
+                    "TS105", f"duplicate key {key!r} (first defined on line {first[0]})",
+                    file=self.file, line=kwhere[0], column=kwhere[1], path=_fmt(child),
+                    hint="remove one of them; YAML parsers disagree on which one wins",
+                    document=self.index, source_line=self._line(kwhere[0])))
+                continue
+            self.key_positions[child] = kwhere
+            out[key] = self.build(value_node, child, depth + 1)
+        for source in merged:  # explicit keys win over merged ones, earlier merges over later
+            for key_node, value_node in source.value:
+                key = key_node.value if isinstance(key_node, ScalarNode) else None
+                if key is None or key in out or key_node.tag == _MERGE:
+                    continue
+                kmark = key_node.start_mark
+                self.key_positions[path + (key,)] = (kmark.line + 1, kmark.column + 1)
+                out[key] = self.build(value_node, path + (key,), depth + 1)
+        return out
+
+    def _merge_sources(self, value: Node, where: Position) -> list[MappingNode]:
+        if isinstance(value, MappingNode):
+            return [value]
+        if isinstance(value, SequenceNode) and all(isinstance(v, MappingNode) for v in value.value):
+            return list(value.value)
+        raise _ParseError("TS106", "a merge key (<<) needs a mapping or a list of mappings", where)
+
+    def _line(self, line: int) -> str | None:
+        lines = self.text.splitlines()
+        return lines[line - 1] if 0 < line <= len(lines) else None
+
+
+def _fmt(path: Path) -> str:
+    from torchspec.errors import format_path
+
+    return format_path(path)
+
+
+# ---------------------------------------------------------------- JSON
+
+
+class _Lines:
+    """Offset -> (line, column) lookups over one text."""
+
+    def __init__(self, text: str) -> None:
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def position(self, offset: int) -> Position:
+        line = bisect_right(self.starts, offset)
+        return line, offset - self.starts[line - 1] + 1
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+_LITERALS = {"true": True, "false": False, "null": None}
+
+
+class _JsonParser:
+    """A small recursive-descent JSON parser (RFC 8259) that records positions."""
+
+    def __init__(self, text: str, file: str) -> None:
+        self.text = text
+        self.file = file
+        self.lines = _Lines(text)
+        self.positions: dict[Path, Position] = {}
+        self.key_positions: dict[Path, Position] = {}
+        self.duplicates: list[Diagnostic] = []
+
+    def fail(self, offset: int, message: str, hint: str | None = None) -> _ParseError:
+        return _ParseError("TS103", message, self.lines.position(min(offset, len(self.text))), hint)
+
+    def skip(self, i: int) -> int:
+        return _WS.match(self.text, i).end()  # type: ignore[union-attr]
+
+    def document(self) -> Any:
+        i = self.skip(0)
+        if i >= len(self.text):
+            raise _ParseError("TS003", "the file is empty", (1, 1), "write a spec: name and roles")
+        value, i = self.value(i, (), 0)
+        i = self.skip(i)
+        if i != len(self.text):
+            raise self.fail(i, "extra data after the JSON value")
+        return value
+
+    def value(self, i: int, path: Path, depth: int) -> tuple[Any, int]:
+        if depth > MAX_DEPTH:
+            raise self.fail(i, f"values are nested more than {MAX_DEPTH} levels deep")
+        self.positions[path] = self.lines.position(i)
+        ch = self.text[i : i + 1]
+        if ch == "{":
+            return self.object(i + 1, path, depth)
+        if ch == "[":
+            return self.array(i + 1, path, depth)
+        if ch == '"':
+            return self.string(i)
+        m = _NUMBER.match(self.text, i)
+        if m and m.end() > i:
+            number = m.group(0)
+            return (float(number) if m.group(1) or m.group(2) else int(number)), m.end()
+        for word, literal in _LITERALS.items():
+            if self.text.startswith(word, i):
+                return literal, i + len(word)
+        if not ch:
+            raise self.fail(i, "unexpected end of file, expected a value")
+        hint = "JSON strings use double quotes" if ch == "'" else None
+        raise self.fail(i, f"expected a value, found {ch!r}", hint)
+
+    def string(self, i: int) -> tuple[str, int]:
+        try:
+            return json.decoder.scanstring(self.text, i + 1)  # type: ignore[attr-defined,no-any-return]
+        except json.JSONDecodeError as e:
+            raise self.fail(e.pos, e.msg) from None
+
+    def object(self, i: int, path: Path, depth: int) -> tuple[dict[str, Any], int]:
+        out: dict[str, Any] = {}
+        i = self.skip(i)
+        if self.text[i : i + 1] == "}":
+            return out, i + 1
+        while True:
+            if self.text[i : i + 1] != '"':
+                raise self.fail(i, "expected a key in double quotes",
+                                "remove the trailing comma" if self.text[i : i + 1] == "}" else None)
+            key_at = i
+            key, i = self.string(i)
+            i = self.skip(i)
+            if self.text[i : i + 1] != ":":
+                raise self.fail(i, "expected ':' after the key")
+            child = path + (key,)
+            value, i = self.value(self.skip(i + 1), child, depth + 1)
+            line, col = self.lines.position(key_at)
+            if key in out:
+                first = self.key_positions[child]
+                self.duplicates.append(Diagnostic(
+                    "TS105", f"duplicate key {key!r} (first defined on line {first[0]})", file=self.file,
+                    line=line, column=col, path=_fmt(child), hint="remove one of them"))
+            else:
+                self.key_positions[child] = (line, col)
+                out[key] = value
+            i = self.skip(i)
+            ch = self.text[i : i + 1]
+            if ch == "}":
+                return out, i + 1
+            if ch != ",":
+                raise self.fail(i, "expected ',' or '}' after a value")
+            i = self.skip(i + 1)
+
+    def array(self, i: int, path: Path, depth: int) -> tuple[list[Any], int]:
+        out: list[Any] = []
+        i = self.skip(i)
+        if self.text[i : i + 1] == "]":
+            return out, i + 1
+        while True:
+            if self.text[i : i + 1] == "]":
+                raise self.fail(i, "expected a value", "remove the trailing comma")
+            value, i = self.value(i, path + (len(out),), depth + 1)
+            out.append(value)
+            i = self.skip(i)
+            ch = self.text[i : i + 1]
+            if ch == "]":
+                return out, i + 1
+            if ch != ",":
+                raise self.fail(i, "expected ',' or ']' after a value")
+            i = self.skip(i + 1)
+
+
+def parse_json(text: str, file: str) -> Parsed:
+    parser = _JsonParser(text, file)
+    try:
+        data = parser.document()
+    except _ParseError as e:
+        return [], [_diagnostic(file, text, e)]
+    if parser.duplicates:
+        for d in parser.duplicates:
+            d.source_line = text.splitlines()[d.line - 1] if d.line else None
+        return [], parser.duplicates
+    return [Document(file, text, data, 0, parser.positions, parser.key_positions, "json")], []
+
+
+# ---------------------------------------------------------------- TOML
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+_TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
+_TOML_HEADER = re.compile(r"^\s*(\[\[?)\s*(.+?)\s*\]\]?\s*(#.*)?$")
+_TOML_KEY = re.compile(r"^\s*((?:[A-Za-z0-9_-]+|\"(?:[^\"\\]|\\.)*\"|'[^']*')"
+                       r"(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"(?:[^\"\\]|\\.)*\"|'[^']*'))*)\s*=\s*")
+
+
+def parse_toml(text: str, file: str) -> Parsed:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        message = str(e)
+        m = _TOML_AT.search(message)
+        lines = text.splitlines()
+        position = (int(m.group(1)), int(m.group(2))) if m else None
+        if position is None and "end of document" in message:
+            position = (max(len(lines), 1), len(lines[-1]) + 1 if lines else 1)
+        message = _TOML_AT.sub("", message).replace("(at end of document)", "at the end of the file").strip()
+        bad_line = lines[position[0] - 1] if position and 0 < position[0] <= len(lines) else ""
+        hint = 'quote values that hold Jinja templates: key = "{{ value }}"' if "{{" in bad_line else None
+        return [], [_diagnostic(file, text, _ParseError("TS102", message, position, hint))]
+    positions, key_positions = _toml_positions(text)
+    return [Document(file, text, data, 0, positions, key_positions, "toml")], []
+
+
+def _toml_key_parts(dotted: str) -> list[str]:
+    parts = re.findall(r"\"((?:[^\"\\]|\\.)*)\"|'([^']*)'|([A-Za-z0-9_-]+)", dotted)
+    return [a or b or c for a, b, c in parts]
+
+
+def _toml_positions(text: str) -> tuple[dict[Path, Position], dict[Path, Position]]:
+    """Line (and column) of every key, found by scanning table headers and ``key =`` lines.
+
+    tomllib keeps no positions; this scan gives the line of each key, which
+    is what TOML errors need.  Values inside inline tables and multi-line
+    arrays fall back to their key's line through ``Document.locate``.
+    """
+    positions: dict[Path, Position] = {(): (1, 1)}
+    key_positions: dict[Path, Position] = {}
+    array_counts: dict[Path, int] = {}
+    current: Path = ()
+    skip_until: Callable[[str], bool] | None = None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if skip_until is not None:
+            if skip_until(line):
+                skip_until = None
+            continue
+        header = _TOML_HEADER.match(line)
+        if header and not _TOML_KEY.match(line):
+            parts = _toml_key_parts(header.group(2))
+            resolved: Path = ()
+            for n, part in enumerate(parts, 1):
+                resolved += (part,)
+                # a table under an array of tables belongs to its latest element
+                is_own_header = n == len(parts) and header.group(1) == "[["
+                if resolved in array_counts and not is_own_header:
+                    resolved += (array_counts[resolved] - 1,)
+            if header.group(1) == "[[":
+                index = array_counts.get(resolved, 0)
+                array_counts[resolved] = index + 1
+                key_positions.setdefault(resolved, (lineno, line.index("[") + 1))
+                resolved += (index,)
+            current = resolved
+            positions[current] = (lineno, line.index("[") + 1)
+            continue
+        m = _TOML_KEY.match(line)
+        if not m:
+            continue
+        path = current + tuple(_toml_key_parts(m.group(1)))
+        key_col = len(line) - len(line.lstrip()) + 1
+        key_positions[path] = (lineno, key_col)
+        positions[path] = (lineno, m.end() + 1)
+        skip_until = _toml_continuation(line[m.end():])
+    return positions, key_positions
+
+
+def _toml_continuation(value: str) -> Callable[[str], bool] | None:
+    """For a value that spans lines, a test that finds its last line."""
+    for quote in ('"""', "'''"):
+        if value.startswith(quote) and value.count(quote) == 1:
+            return lambda line, q=quote: q in line
+    depth = _bracket_depth(value)
+    if depth > 0:
+        state = {"depth": depth}
+
+        def closes(line: str) -> bool:
+            state["depth"] += _bracket_depth(line)
+            return state["depth"] <= 0
+
+        return closes
+    return None
+
+
+def _bracket_depth(s: str) -> int:
+    """Net open brackets in ``s``, ignoring quoted strings and comments."""
+    s = re.sub(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'", "", s.split("#", 1)[0] if "#" in s and '"' not in s else s)
+    return s.count("[") + s.count("{") - s.count("]") - s.count("}")
+
+
+_PARSERS = {"yaml": parse_yaml, "json": parse_json, "toml": parse_toml}

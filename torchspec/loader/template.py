@@ -1,0 +1,291 @@
+"""Rendering spec values as sandboxed Jinja templates.
+
+Values are rendered one at a time, never the file as text, so a param cannot
+break the document's structure and errors keep their positions.  The common
+case, ``"{{ name }}"`` or ``"job-{{ name }}"`` with plain param names, is
+substituted without Jinja at all (same result as Jinja's ``str()``), so specs
+with simple params never pay for importing and compiling Jinja.
+
+Safety: Jinja's immutable sandbox, undefined names are errors, files are only
+read from the spec's folder and configured template folders (checked after
+resolving symlinks), huge repetitions are refused and rendering a document
+has a time limit.  Environment variables are reachable only through
+``env("NAME", "default")``, and every name read is recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import threading
+from typing import Any, Iterator
+
+from torchspec.schema import did_you_mean
+
+#: The largest string or list one ``*`` may build in a template.
+MAX_REPEAT = 100_000
+#: Seconds one document may spend rendering templates (main thread only).
+RENDER_SECONDS = 5.0
+
+_SIMPLE = re.compile(r"\{\{-?\s*([A-Za-z_][A-Za-z0-9_]*)\s*-?\}\}")
+_SINGLE = re.compile(r"\A\s*\{\{-?(.*?)-?\}\}\s*\Z", re.S)
+_UNDEFINED_NAME = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)' is undefined")
+_MISSING = object()
+_JINJA_GLOBALS = frozenset({"range", "dict", "lipsum", "cycler", "joiner", "namespace", "env"})
+
+
+def is_template(value: str) -> bool:
+    return "{{" in value or "{%" in value or "{#" in value
+
+
+class RenderError(Exception):
+    """A template failed; ``line`` is the 1-based line inside the value, where known."""
+
+    def __init__(self, code: str, message: str, hint: str | None = None, line: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.hint = hint
+        self.line = line
+
+
+class _EnvNotSet(Exception):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+class _Timeout(BaseException):
+    """A BaseException so that no ``except Exception`` inside rendering swallows it."""
+
+
+class Renderer:
+    """Renders the string values of one document with one set of variables."""
+
+    def __init__(
+        self,
+        variables: dict[str, Any],
+        spec_dir: str,
+        imports: dict[str, str] | None = None,
+        template_paths: list[str] | tuple[str, ...] = (),
+    ) -> None:
+        self.variables = variables
+        self.roots = [os.path.realpath(spec_dir)] + [os.path.realpath(p) for p in template_paths]
+        self.imports = dict(imports or {})
+        self.env_read: list[str] = []
+        self._jinja: Any = None
+        self._context: dict[str, Any] | None = None
+        self._cache: dict[str, Any] = {}
+
+    # ------------------------------------------------------------ public
+
+    def render(self, value: str) -> Any:
+        """Render one value; a value that is exactly ``{{ expr }}`` keeps the expression's type."""
+        simple = self._render_simple(value)
+        if simple is not _MISSING:
+            return simple
+        single = _SINGLE.match(value)
+        try:
+            if single and not any(t in single.group(1) for t in ("{{", "}}", "{%", "%}", "{#")):
+                return _plain(self._expression(single.group(1))(**self.context()))
+            return self._template(value).render(self.context())
+        except RenderError:
+            raise
+        except Exception as e:  # every Jinja failure becomes a RenderError with a code
+            raise self._explain(e) from None
+
+    def context(self) -> dict[str, Any]:
+        """Params, the ``env()`` function and the imported macro modules."""
+        if self._context is None:
+            self._context = dict(self.variables)
+            self._context["env"] = self._env
+            for alias, path in self.imports.items():
+                self._context[alias] = self._import(alias, path)
+        return self._context
+
+    @contextlib.contextmanager
+    def deadline(self, seconds: float = RENDER_SECONDS) -> Iterator[None]:
+        """Stop runaway templates (nested loops) after ``seconds``.
+
+        Uses SIGALRM, which only the main thread can receive; elsewhere the
+        size limits still hold but there is no clock.
+        """
+        if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+            yield
+            return
+
+        def expire(signum: int, frame: Any) -> None:
+            raise _Timeout()
+
+        previous = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        except _Timeout:
+            raise RenderError("TS403", f"templates took longer than {seconds:g}s to render",
+                              "templates must be small: avoid large or nested loops") from None
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+    # ------------------------------------------------------------ the fast path
+
+    def _render_simple(self, value: str) -> Any:
+        """Substitute plain ``{{ name }}`` params without Jinja; _MISSING when Jinja is needed."""
+        if "{%" in value or "{#" in value:
+            return _MISSING
+        matches = list(_SIMPLE.finditer(value))
+        if not matches or value.count("{{") != len(matches):
+            return _MISSING
+        for m in matches:
+            name = m.group(1)
+            if name not in self.variables:
+                if name in _JINJA_GLOBALS or name in self.imports:
+                    return _MISSING
+                raise self._undefined(name)
+        if len(matches) == 1 and _SINGLE.match(value) and matches[0].group(0).strip() == value.strip():
+            return _copy(self.variables[matches[0].group(1)])
+        return _SIMPLE.sub(lambda m: str(self.variables[m.group(1)]), value)
+
+    def _undefined(self, name: str) -> RenderError:
+        names = [n for n in list(self.variables) + list(self.imports) + ["env"]]
+        guess = did_you_mean(name, names)
+        if guess:
+            hint = f"did you mean {guess!r}?"
+        elif self.variables:
+            hint = f"declared params: {', '.join(self.variables)}"
+        else:
+            hint = "declare it under params:, or escape literal braces with {{ '{{' }}"
+        return RenderError("TS402", f"{name!r} is undefined", hint)
+
+    # ------------------------------------------------------------ Jinja
+
+    def jinja(self) -> Any:
+        if self._jinja is None:
+            self._jinja = _make_environment(self.roots)
+        return self._jinja
+
+    def _template(self, source: str) -> Any:
+        key = "t:" + source
+        if key not in self._cache:
+            self._cache[key] = self.jinja().from_string(source)
+        return self._cache[key]
+
+    def _expression(self, source: str) -> Any:
+        key = "e:" + source
+        if key not in self._cache:
+            self._cache[key] = self.jinja().compile_expression(source, undefined_to_none=False)
+        return self._cache[key]
+
+    def _env(self, name: str, default: Any = _MISSING) -> Any:
+        if not isinstance(name, str):
+            raise RenderError("TS404", "env() takes the variable name as a string")
+        if name not in self.env_read:
+            self.env_read.append(name)
+        value = os.environ.get(name)
+        if value is None:
+            if default is _MISSING:
+                raise _EnvNotSet(name)
+            return default
+        return value
+
+    def _import(self, alias: str, path: str) -> Any:
+        if os.path.isabs(path) or ".." in path.replace("\\", "/").split("/"):
+            raise RenderError("TS405", f"import {alias!r}: {path!r} must be a path inside the spec's folder",
+                              "name the file relative to the spec, without '..'")
+        try:
+            template = self.jinja().get_template(path.replace("\\", "/"))
+            return template.make_module(dict(self.variables, env=self._env))
+        except RenderError:
+            raise
+        except Exception as e:
+            error = self._explain(e)
+            raise RenderError(error.code, f"import {alias!r} ({path}): {error.message}", error.hint) from None
+
+    def _explain(self, e: BaseException) -> RenderError:
+        from jinja2 import exceptions as jx
+
+        if isinstance(e, _EnvNotSet):
+            return RenderError("TS406", f"environment variable {e.name!r} is not set",
+                               f'give a default: env("{e.name}", "value"), or set it before running')
+        if isinstance(e, jx.TemplateSyntaxError):
+            return RenderError("TS401", e.message or str(e), _syntax_hint(e.message or ""), e.lineno or 1)
+        if isinstance(e, jx.TemplateNotFound):
+            return RenderError("TS405", f"template file {e.name!r} not found in the allowed folders",
+                               f"allowed folders: {', '.join(self.roots)}")
+        if isinstance(e, jx.SecurityError):
+            return RenderError("TS403", f"not allowed in the template sandbox: {e}",
+                               "templates may only use params, env(), imports and Jinja's filters")
+        if isinstance(e, jx.UndefinedError):
+            m = _UNDEFINED_NAME.search(str(e))
+            if m:
+                return self._undefined(m.group(1))
+            return RenderError("TS402", str(e))
+        if isinstance(e, RecursionError):
+            return RenderError("TS404", "templates recurse too deeply")
+        return RenderError("TS404", f"{type(e).__name__}: {e}")
+
+
+def _syntax_hint(message: str) -> str | None:
+    if "unexpected '}'" in message or "expected token 'end of print statement'" in message:
+        return "check the {{ ... }} braces; write a literal '{{' as {{ '{{' }}"
+    if "Unexpected end of template" in message:
+        return "close every {% if %} / {% for %} with its {% endif %} / {% endfor %}"
+    return None
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """Native template results as plain data a spec can hold."""
+    from jinja2 import Undefined
+
+    if isinstance(value, Undefined):
+        str(value)  # StrictUndefined raises the UndefinedError with its name
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    raise RenderError("TS404", f"the template produced a {type(value).__name__}, which a spec cannot hold",
+                      "convert it, e.g. with | list or | string")
+
+
+def _make_environment(roots: list[str]) -> Any:
+    from jinja2 import FileSystemLoader, StrictUndefined, TemplateNotFound
+    from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+
+    class ConfinedLoader(FileSystemLoader):
+        """Reads templates only from the allowed folders, after resolving symlinks."""
+
+        def get_source(self, environment: Any, template: str) -> Any:
+            source, filename, uptodate = super().get_source(environment, template)
+            real = os.path.realpath(filename)
+            if not any(real == root or real.startswith(root + os.sep) for root in roots):
+                raise TemplateNotFound(template)
+            return source, filename, uptodate
+
+    class Sandbox(ImmutableSandboxedEnvironment):
+        intercepted_binops = frozenset(["*", "**"])
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            if operator == "**" and isinstance(right, (int, float)) and abs(right) > 64:
+                raise SecurityError("exponents above 64 are not allowed")
+            if operator == "*":
+                for seq, n in ((left, right), (right, left)):
+                    if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > MAX_REPEAT:
+                        raise SecurityError(f"repetition would build more than {MAX_REPEAT} items")
+            return super().call_binop(context, operator, left, right)
+
+    return Sandbox(loader=ConfinedLoader(roots), undefined=StrictUndefined, autoescape=False)
