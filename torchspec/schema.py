@@ -91,6 +91,60 @@ def validator(strict: bool = True) -> "Validator":
     return Validator(strict_schema(schema) if strict else schema)
 
 
+def types_at(path: Path, strict: bool = True) -> frozenset[str]:
+    """The JSON types the schema allows at ``path`` (empty when it does not say).
+
+    Lets the renderer turn ``"{{ epochs }}"`` into the string "90" in an args
+    item, where only strings are allowed, while ``num_replicas: "{{ n }}"``
+    keeps its integer.
+    """
+    key = tuple(0 if isinstance(p, int) else p for p in path)
+    return _types_at(key, strict)
+
+
+@functools.lru_cache(maxsize=4096)
+def _types_at(path: Path, strict: bool) -> frozenset[str]:
+    root = strict_schema(load_schema()) if strict else load_schema()
+    nodes = [root]
+    for part in path:
+        nodes = [child for node in _expand(root, nodes) for child in _children(node, part)]
+    found: set[str] = set()
+    for node in _expand(root, nodes):
+        t = node.get("type")
+        if t is not None:
+            found.update(t if isinstance(t, list) else [t])
+    return frozenset(found)
+
+
+def _expand(root: dict[str, Any], nodes: list[Any]) -> list[dict[str, Any]]:
+    """Follow $ref and the branches of anyOf/oneOf/allOf/if-then-else."""
+    out: list[dict[str, Any]] = []
+    todo = [n for n in nodes if isinstance(n, dict)]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if "$ref" in node and node["$ref"].startswith("#/"):
+            target: Any = root
+            for part in node["$ref"][2:].split("/"):
+                target = target[part]
+            todo.append(target)
+        for key in ("anyOf", "oneOf", "allOf"):
+            todo.extend(n for n in node.get(key, []) if isinstance(n, dict))
+        for key in ("then", "else"):
+            if isinstance(node.get(key), dict):
+                todo.append(node[key])
+    return out
+
+
+def _children(node: dict[str, Any], part: PathPart) -> list[Any]:
+    if isinstance(part, int):
+        return [node["items"]] if "items" in node else []
+    if part in node.get("properties", {}):
+        return [node["properties"][part]]
+    extra = node.get("additionalProperties")
+    return [extra] if isinstance(extra, dict) else []
+
+
 # ---------------------------------------------------------------- describing values
 
 _TYPE_NAMES = {
@@ -223,11 +277,25 @@ class Validator:
         return node
 
 
+def _type_predicate(names: list[str]) -> Callable[[Any], bool]:
+    """A fast membership test for a list of JSON types (this runs for nearly every value)."""
+    if names == ["string"]:
+        return lambda v: isinstance(v, str)
+    if names == ["object"]:
+        return lambda v: isinstance(v, dict)
+    if names == ["array"]:
+        return lambda v: isinstance(v, list)
+    if names == ["boolean"]:
+        return lambda v: v is True or v is False
+    return lambda v: any(_is_type(v, t) for t in names)
+
+
 def _kw_type(v: Validator, schema: dict[str, Any], where: str) -> Check | None:
     expected = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    fits = _type_predicate(expected)
 
     def check(value: Any, path: Path, out: list[SchemaIssue]) -> None:
-        if not any(_is_type(value, t) for t in expected):
+        if not fits(value):
             names = " or ".join(_TYPE_NAMES[t] for t in expected)
             out.append(SchemaIssue("TS201", path, f"expected {names}, got {describe(value)}",
                                    _type_hint(expected, value)))
@@ -468,6 +536,8 @@ def _kw_any_of(v: Validator, schema: dict[str, Any], where: str, exactly_one: bo
         for sub in subs:
             found: list[SchemaIssue] = []
             sub(value, path, found)
+            if not found and not exactly_one:
+                return  # anyOf: the first branch that fits settles it
             results.append(found)
         passed = sum(1 for r in results if not r)
         if passed == 1 or (passed > 1 and not exactly_one):

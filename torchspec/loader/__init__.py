@@ -29,6 +29,7 @@ from torchspec.loader.document import Document, Path
 from torchspec.loader.parsers import parse
 from torchspec.loader.source import MAX_FILE_BYTES, detect_format, read_text
 from torchspec.loader.template import Renderer, RenderError, is_template
+from torchspec.schema import types_at
 
 if TYPE_CHECKING:
     from torchspec.specs import AppDef
@@ -234,7 +235,7 @@ def _render(value: Any, path: Path, renderer: Renderer, doc: Document, diags: li
             return value
         sources[path] = value
         try:
-            return renderer.render(value)
+            rendered = renderer.render(value)
         except RenderError as e:
             d = doc.diagnostic(e.code, e.message, path, e.hint)
             if d.line is not None and e.line > 1:
@@ -242,6 +243,9 @@ def _render(value: Any, path: Path, renderer: Renderer, doc: Document, diags: li
                 d.source_line = doc.source_line(d.line)
             diags.append(d)
             return value
+        if isinstance(rendered, (bool, int, float)) and types_at(path) == {"string"}:
+            return str(rendered)  # where only text is allowed, a number renders as Jinja prints it
+        return rendered
     if isinstance(value, list):
         return [_render(v, path + (i,), renderer, doc, diags, sources) for i, v in enumerate(value)]
     if isinstance(value, dict):
