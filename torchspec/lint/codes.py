@@ -322,15 +322,16 @@ _ALL = [
     ),
     # semantic
     Code(
-        "TS501", "unknown-macro", ERROR, "A ${...} runtime macro that no scheduler knows.",
+        "TS501", "unknown-macro", ERROR, "A ${...} that looks like a misspelt runtime macro.",
         why="Schedulers replace only ${img_root}, ${base_img_root}, ${app_id}, ${replica_id} and ${rank0_env}; "
-            "any other ${name} reaches the job verbatim, usually as a typo that breaks it at run time.",
-        fix="Use one of the known macros (the hint suggests the closest). For a shell variable, escape the "
-            "dollar as $${NAME} or write $NAME without braces.",
+            "any other ${name} reaches the job verbatim, so a misspelt macro breaks the job at run time. "
+            "Only names close to a real macro are reported: ${HOME} in a bash -c line is a shell variable.",
+        fix="Use the macro the hint suggests. If you really meant a shell variable of that name, escape the "
+            "dollar as $${name}.",
         example="# bad\n"
-                "args: [\"--run-id=${app_idd}\", \"--home=${HOME}\"]\n"
+                "args: [\"--run-id=${app_idd}\"]\n"
                 "# fix\n"
-                "args: [\"--run-id=${app_id}\", \"--home=$${HOME}\"]",
+                "args: [\"--run-id=${app_id}\"]",
     ),
     Code(
         "TS502", "macro-not-substituted", ERROR,
