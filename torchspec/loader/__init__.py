@@ -168,9 +168,10 @@ def _load_document(doc: Document, options: LoadOptions, values_file: _ValuesFile
     if doc.data is None:
         out.diagnostics.append(doc.diagnostic("TS003", "the document is empty", (), "write an AppDef: name and roles"))
         return out
-    if has_templates or not isinstance(doc.data, dict):
-        if _schema_problems(out, doc, validator(strict=False)):
-            return out
+    # Without templates the file is its own rendered form: check it strictly once, up front.
+    # Either way the structure is sound before params are read from it.
+    if _schema_problems(out, doc, validator(strict=not has_templates)):
+        return out
     declared, problems = params_mod.declarations(doc) if isinstance(doc.data, dict) else ({}, [])
     out.diagnostics.extend(problems)
     if problems:
@@ -201,7 +202,7 @@ def _load_document(doc: Document, options: LoadOptions, values_file: _ValuesFile
         return out
     doubtful = _placeholder_paths(sources, resolved.placeholders)
     _unused_params(out, doc, declared, sources, renderer)
-    if _schema_problems(out, doc, validator(strict=True), data=out.rendered, skip=doubtful):
+    if has_templates and _schema_problems(out, doc, validator(strict=True), data=out.rendered, skip=doubtful):
         return out
     from torchspec.lint import rules
 

@@ -194,12 +194,12 @@ def resolve(
     out = ParamValues()
     given = given or {}
     given_file = given_file or {}
-    for name, raw in given_file.items():
+    for name in given_file:
         if name not in params:
-            out.diagnostics.append(_unknown(name, params, file_doc or doc, ("params_file", name), file_doc))
+            out.diagnostics.append(_unknown(name, params, doc, file_doc))
     for name in given:
         if name not in params:
-            out.diagnostics.append(_unknown(name, params, doc, None, None))
+            out.diagnostics.append(_unknown(name, params, doc, None))
     missing = []
     for name, p in params.items():
         try:
@@ -229,7 +229,8 @@ def resolve(
     return out
 
 
-def _unknown(name: str, params: dict[str, Param], doc: Document, path: Any, file_doc: Document | None) -> Diagnostic:
+def _unknown(name: str, params: dict[str, Param], doc: Document, file_doc: Document | None) -> Diagnostic:
+    """An unknown param: positioned in the values file when it came from one, else at the spec's params."""
     guess = did_you_mean(name, params)
     hint = f"did you mean {guess!r}?" if guess else (
         f"declared params: {', '.join(params)}" if params else "this spec declares no params")

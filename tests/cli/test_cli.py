@@ -1,0 +1,176 @@
+"""The CLI through its real entry point: exit codes, output formats, start-up imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXE = pathlib.Path(sys.executable).with_name("torchspec")
+
+
+def run(*args: str, cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None,
+        ) -> subprocess.CompletedProcess[str]:
+    command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "torchspec"]
+    full_env = dict(os.environ, NO_COLOR="1", **(env or {}))
+    return subprocess.run(command + list(args), capture_output=True, text=True, cwd=cwd or ROOT, env=full_env,
+                          timeout=120)
+
+
+BAD = textwrap.dedent(
+    """\
+    name: bad
+    roles:
+      - name: trainer
+        image: img
+        entrypoint: python
+        num_replica: 2
+        retry_policy: application
+    """
+)
+
+
+@pytest.fixture
+def bad(tmp_path) -> str:
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD)
+    return str(path)
+
+
+def test_version() -> None:
+    from torchspec.version import __version__
+
+    for flag in ("--version", "-V"):
+        r = run(flag)
+        assert (r.returncode, r.stdout.strip()) == (0, f"torchspec {__version__}")
+
+
+def test_lint_examples_clean() -> None:
+    r = run("lint", "examples/")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "passed" in r.stdout
+
+
+def test_lint_bad_file_text_output(bad: str) -> None:
+    r = run("lint", bad)
+    assert r.returncode == 1
+    assert f"{bad}:6:5" in r.stdout
+    assert "TS202" in r.stdout and "num_replicas" in r.stdout
+    assert f"{bad}:7:19" in r.stdout and "APPLICATION" in r.stdout
+    lines = r.stdout.splitlines()
+    caret = next(i for i, line in enumerate(lines) if line.strip() == "^")
+    assert lines[caret].index("^") == lines[caret - 1].index("num_replica")
+    assert "\x1b[" not in r.stdout
+
+
+def test_lint_json_github_sarif(bad: str) -> None:
+    data = json.loads(run("lint", "-f", "json", bad).stdout)
+    assert {d["code"] for d in data["diagnostics"]} == {"TS202", "TS204"}
+    assert data["diagnostics"][0]["line"] == 6
+    gh = run("lint", "--format", "github", bad).stdout
+    assert f"::error file={bad},line=6,col=5" in gh
+    sarif = json.loads(run("lint", "-f", "sarif", bad).stdout)
+    assert sarif["version"] == "2.1.0"
+    assert {r["ruleId"] for r in sarif["runs"][0]["results"]} == {"TS202", "TS204"}
+
+
+def test_lint_output_file(bad: str, tmp_path) -> None:
+    out = tmp_path / "report.json"
+    r = run("lint", "-f", "json", "-o", str(out), bad)
+    assert r.returncode == 1 and json.loads(out.read_text())["summary"]["errors"] == 2
+
+
+def test_select_ignore_and_config(bad: str, tmp_path) -> None:
+    assert run("lint", "--ignore", "TS202,TS204", bad).returncode == 0
+    assert run("lint", "--select", "TS2", "--ignore", "unknown-key", bad).returncode == 1
+    assert run("lint", "--select", "TS5", bad).returncode == 0
+    (tmp_path / ".torchspec.toml").write_text('[lint]\nignore = ["TS2"]\n')
+    assert run("lint", bad, cwd=tmp_path).returncode == 0
+    r = run("lint", "--ignore", "TS9999", bad)
+    assert r.returncode == 2 and "unknown lint code" in r.stderr
+
+
+def test_strict_makes_warnings_fail(tmp_path) -> None:
+    spec = tmp_path / "w.yaml"
+    spec.write_text("name: w\nparams: {x: {type: string, default: a}}\nroles: [{name: r, image: i, entrypoint: e}]\n")
+    assert run("lint", str(spec)).returncode == 0
+    assert run("lint", "--strict", str(spec)).returncode == 1
+
+
+def test_usage_errors_exit_2(tmp_path) -> None:
+    assert run("lint", str(tmp_path / "missing.yaml")).returncode == 2
+    r = run("lnt")
+    assert r.returncode == 2 and "lint" in r.stderr
+    assert run("render", "examples/ddp.yaml", "-p", "nnodes").returncode == 2
+    assert run("lint", "--format", "xml").returncode == 2
+
+
+def test_explain() -> None:
+    r = run("lint", "--explain", "TS202")
+    assert r.returncode == 0 and "unknown-key" in r.stdout and "How to fix it" in r.stdout
+    assert run("lint", "--explain", "unknown-key").stdout == r.stdout
+    listing = run("lint", "--explain", "all").stdout
+    assert "TS001" in listing and "TS508" in listing
+    assert run("lint", "--explain", "TS999").returncode == 2
+
+
+def test_render_yaml_and_json() -> None:
+    import yaml
+
+    r = run("render", "examples/ddp.yaml", "-p", "nnodes=4")
+    assert r.returncode == 0, r.stderr
+    app = yaml.safe_load(r.stdout)
+    assert app["roles"][0]["num_replicas"] == 4
+    assert "$${${rank0_env}}:29500" in app["roles"][0]["args"][1]
+    j = json.loads(run("render", "examples/ddp.yaml", "-p", "nnodes=3", "-o", "json").stdout)
+    assert j["roles"][0]["num_replicas"] == 3
+
+
+def test_render_output_lints_and_renders_again(tmp_path) -> None:
+    r = run("render", "examples/trainer_ps_reader.yaml")
+    again = tmp_path / "again.yaml"
+    again.write_text(r.stdout)
+    assert run("lint", str(again)).returncode == 0
+    assert run("render", str(again)).stdout == r.stdout
+
+
+def test_render_errors_and_env_report(tmp_path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: '{{ env(\"TS_USER\", \"nobody\") }}'\nparams: {n: {type: integer, help: how many}}\n"
+                    "roles: [{name: r, image: i, entrypoint: e, num_replicas: '{{ n }}'}]\n")
+    r = run("render", str(spec))
+    assert r.returncode == 1 and "TS302" in r.stderr and "how many" in r.stderr
+    r = run("render", str(spec), "-p", "n=2", "--show-env", env={"TS_USER": "s3cret-value"})
+    assert r.returncode == 0 and "name: s3cret-value" in r.stdout
+    assert "TS_USER" in r.stderr and "s3cret-value" not in r.stderr
+
+
+def test_schema_command() -> None:
+    r = run("schema")
+    assert json.loads(r.stdout) == json.loads((ROOT / "schemas" / "appdef.schema.json").read_text())
+    strict = json.loads(run("schema", "--strict").stdout)
+    assert "#/$defs/template" not in json.dumps(strict["$defs"]["Role"])
+
+
+def test_lint_start_up_stays_light(tmp_path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: a\nroles: [{name: r, image: i, entrypoint: e}]\n")
+    code = ("import sys\nfrom torchspec.cli.main import main\n"
+            f"sys.argv = ['torchspec', 'lint', {str(spec)!r}]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('rich', 'docker', 'kubernetes', 'jsonschema', 'jinja2') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_readme_and_ci_run_the_same_test_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "bash scripts/test" in readme
+    assert "bash scripts/test" in ci

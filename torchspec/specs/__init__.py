@@ -1,0 +1,52 @@
+"""The spec objects, mirroring ``torchx.specs``: import what you know from TorchX from here."""
+
+from torchspec.specs.api import (
+    ALL,
+    MISSING,
+    NONE,
+    NULL_RESOURCE,
+    AppDef,
+    AppDryRunInfo,
+    AppHandle,
+    AppState,
+    AppStatus,
+    AppStatusError,
+    BindMount,
+    CfgVal,
+    DeviceMount,
+    InvalidRunConfigException,
+    MalformedAppHandleException,
+    MountType,
+    ParsedAppHandle,
+    ReplicaState,
+    ReplicaStatus,
+    Resource,
+    RetryPolicy,
+    Role,
+    RoleStatus,
+    UnknownAppException,
+    UnknownSchedulerException,
+    VolumeMount,
+    get_named_resources,
+    get_type_name,
+    is_started,
+    is_terminal,
+    macros,
+    make_app_handle,
+    named_resources,
+    parse_app_handle,
+    parse_mounts,
+    runopt,
+    runopts,
+)
+
+GiB: int = 1024
+
+__all__ = [
+    "ALL", "MISSING", "NONE", "NULL_RESOURCE", "AppDef", "AppDryRunInfo", "AppHandle", "AppState", "AppStatus",
+    "AppStatusError", "BindMount", "CfgVal", "DeviceMount", "GiB", "InvalidRunConfigException",
+    "MalformedAppHandleException", "MountType", "ParsedAppHandle", "ReplicaState", "ReplicaStatus", "Resource",
+    "RetryPolicy", "Role", "RoleStatus", "UnknownAppException", "UnknownSchedulerException", "VolumeMount",
+    "get_named_resources", "get_type_name", "is_started", "is_terminal", "macros", "make_app_handle",
+    "named_resources", "parse_app_handle", "parse_mounts", "runopt", "runopts",
+]
