@@ -452,6 +452,9 @@ def main(argv: list[str] | None = None) -> int:
 
     env = dict(os.environ, NO_COLOR="1", TERM="dumb", COLUMNS="120")
     env.pop("FORCE_COLOR", None)
+    # Compare like with like: installed libraries (yaml, jsonschema) import from bytecode,
+    # so compile torchspec too, even where PYTHONDONTWRITEBYTECODE would stop Python doing it.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "torchspec")], check=False)
 
     tmp = None
     if args.keep:

@@ -15,10 +15,6 @@ from typing import Any
 
 from torchspec.errors import UsageError
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 
 @dataclass
@@ -45,7 +41,7 @@ def find_project_config(start: str | None = None) -> tuple[str, dict[str, Any]] 
         if os.path.isfile(candidate):
             return candidate, _read(candidate)
         pyproject = os.path.join(folder, "pyproject.toml")
-        if os.path.isfile(pyproject):
+        if os.path.isfile(pyproject) and _mentions_torchspec(pyproject):
             table = _read(pyproject).get("tool", {}).get("torchspec")
             if isinstance(table, dict):
                 return pyproject, table
@@ -77,7 +73,20 @@ def load_config(start: str | None = None) -> Config:
     return config
 
 
+def _mentions_torchspec(path: str) -> bool:
+    """Cheap text test before parsing: most pyproject.toml files have no [tool.torchspec] table."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return "tool.torchspec" in f.read()
+    except OSError:
+        return False
+
+
 def _read(path: str) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)

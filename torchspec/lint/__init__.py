@@ -66,11 +66,13 @@ def is_selected(code: str, select: list[str], ignore: list[str]) -> bool:
 
 def discover(paths: Iterable[str], exclude: Iterable[str] = ()) -> Iterator[tuple[str, bool]]:
     """``(path, named)`` for each candidate file; ``named`` files were given explicitly."""
-    import fnmatch
-
     patterns = list(exclude)
 
     def excluded(path: str) -> bool:
+        if not patterns:
+            return False
+        import fnmatch
+
         rel = os.path.normpath(path)
         return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(os.path.basename(rel), p) for p in patterns)
 

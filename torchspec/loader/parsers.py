@@ -379,11 +379,6 @@ def parse_json(text: str, file: str) -> Parsed:
 
 # ---------------------------------------------------------------- TOML
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
 _TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
 _TOML_HEADER = re.compile(r"^\s*(\[\[?)\s*(.+?)\s*\]\]?\s*(#.*)?$")
 _TOML_KEY = re.compile(r"^\s*((?:[A-Za-z0-9_-]+|\"(?:[^\"\\]|\\.)*\"|'[^']*')"
@@ -391,6 +386,10 @@ _TOML_KEY = re.compile(r"^\s*((?:[A-Za-z0-9_-]+|\"(?:[^\"\\]|\\.)*\"|'[^']*')"
 
 
 def parse_toml(text: str, file: str) -> Parsed:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -1,22 +1,34 @@
-"""App handles: ``scheduler://session/app_id`` names an app on a scheduler."""
+"""App handles: the ``{scheduler}://{session_name}/{app_id}`` strings that name a submitted app.
+
+A handle is kept as a plain ``str`` so it can be printed, pasted on a command
+line and stored anywhere; :func:`parse_app_handle` is the one place that knows
+its shape.
+"""
 
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import NamedTuple, Pattern
 
-#: ``{scheduler_backend}://{session_name}/{app_id}``
+#: ``{scheduler_backend}://{session_name}/{app_id}``; the session name may be empty.
 AppHandle = str
 
-_HANDLE = re.compile(r"(?P<scheduler_backend>.+)://(?P<session_name>.+)/(?P<app_id>.+)")
+# TorchX does not restrict the characters of session names or app ids, so the
+# pattern only anchors on the "://" and the last "/"; the session may be empty
+# ("local:///app") but must be present as a path segment.
+_APP_HANDLE_RE: Pattern[str] = re.compile(r"(?P<scheduler_backend>.+)://(?P<session_name>.*)/(?P<app_id>.+)")
 
 
 class MalformedAppHandleException(Exception):
+    """Raised when a string given as an app handle does not have the handle's shape."""
+
     def __init__(self, app_handle: str) -> None:
         super().__init__(f"{app_handle} is not of the form: <scheduler_backend>://<session_name>/<app_id>")
 
 
 class UnknownSchedulerException(Exception):
+    """Raised when a handle or a request names a scheduler backend nobody registered."""
+
     def __init__(self, scheduler_backend: str) -> None:
         super().__init__(
             f"Scheduler backend: {scheduler_backend} does not exist."
@@ -25,7 +37,7 @@ class UnknownSchedulerException(Exception):
 
 
 class UnknownAppException(Exception):
-    """The app does not exist, or this session does not own it."""
+    """Raised when the app does not exist (any more) or the session does not own it."""
 
     def __init__(self, app_handle: AppHandle) -> None:
         super().__init__(
@@ -35,19 +47,36 @@ class UnknownAppException(Exception):
 
 
 class ParsedAppHandle(NamedTuple):
+    """The three parts of an :data:`AppHandle`; unpacks as ``(scheduler, session, app_id)``."""
+
     scheduler_backend: str
     session_name: str
     app_id: str
 
 
 def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:
-    """Split a handle into ``(scheduler_backend, session_name, app_id)``."""
-    match = _HANDLE.match(app_handle)
-    if not match:
+    """Split a handle into its parts; an empty session (``"k8s:///foo"``) gives ``""``.
+
+    Raises :class:`MalformedAppHandleException` when the scheduler, the
+    ``/`` before the app id, or the app id itself is missing.
+    """
+    match = _APP_HANDLE_RE.match(app_handle)
+    if match is None:
         raise MalformedAppHandleException(app_handle)
-    gd = match.groupdict()
-    return ParsedAppHandle(gd["scheduler_backend"], gd["session_name"], gd["app_id"])
+    return ParsedAppHandle(match["scheduler_backend"], match["session_name"], match["app_id"])
 
 
 def make_app_handle(scheduler_backend: str, session_name: str, app_id: str) -> AppHandle:
+    """The handle :func:`parse_app_handle` splits back into the same three parts."""
     return f"{scheduler_backend}://{session_name}/{app_id}"
+
+
+__all__ = [
+    "AppHandle",
+    "MalformedAppHandleException",
+    "ParsedAppHandle",
+    "UnknownAppException",
+    "UnknownSchedulerException",
+    "make_app_handle",
+    "parse_app_handle",
+]
