@@ -174,3 +174,24 @@ def test_readme_and_ci_run_the_same_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert "bash scripts/test" in readme
     assert "bash scripts/test" in ci
+
+
+def test_pre_commit_hook_entry_skips_non_specs(tmp_path, bad: str) -> None:
+    import shlex
+
+    import yaml
+
+    hook, = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "torchspec-lint"
+    workflow = tmp_path / "ci.yml"
+    workflow.write_text("on: push\njobs: {}\n")
+    args = shlex.split(hook["entry"])[1:]
+    assert run(*args, str(workflow), str(ROOT / "examples" / "hello.yaml")).returncode == 0
+    assert run(*args, str(workflow), bad).returncode == 1
+
+
+def test_lint_show_env(tmp_path) -> None:
+    spec = tmp_path / "e.yaml"
+    spec.write_text("name: '{{ env(\"TS_TOKEN\", \"x\") }}'\nroles: [{name: r, image: i, entrypoint: e}]\n")
+    r = run("lint", "--show-env", str(spec), env={"TS_TOKEN": "secret-value"})
+    assert r.returncode == 0 and "TS_TOKEN" in r.stderr and "secret-value" not in r.stderr + r.stdout

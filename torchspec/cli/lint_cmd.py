@@ -23,10 +23,13 @@ FORMATS = ["text", "json", "github", "sarif"]
 @click.option("--max-file-size", type=click.IntRange(min=1), metavar="BYTES", help="Refuse larger files.")
 @click.option("--explain", metavar="CODE", help="Explain a code (or 'all') and exit.")
 @click.option("--color/--no-color", default=None, help="Force colour on or off (default: on a terminal).")
+@click.option("--only-specs", is_flag=True,
+              help="Skip named files that do not look like specs too (for pre-commit, which passes every YAML file).")
+@click.option("--show-env", is_flag=True, help="List (on stderr) the environment variables each file's templates read.")
 @param_options
 def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
          exclude: tuple[str, ...], strict: bool | None, max_file_size: int | None, explain: str | None,
-         color: bool | None, params: tuple[str, ...], params_file: str | None,
+         color: bool | None, only_specs: bool, show_env: bool, params: tuple[str, ...], params_file: str | None,
          template_paths: tuple[str, ...]) -> int:
     """Lint spec files and folders (default: the current folder).
 
@@ -50,6 +53,7 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
         params=parse_params(params),
         params_file=params_file,
         template_paths=tuple(template_paths) or tuple(config.get("template_paths", [])),
+        only_specs=only_specs,
     )
     if max_file_size or config.get("max_file_size"):
         options.max_file_bytes = int(max_file_size or config["max_file_size"])
@@ -65,6 +69,9 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
     finally:
         if output:
             stream.close()
+    if show_env:
+        for path, names in result.env_read.items():
+            click.echo(f"{path}: environment variables read: {', '.join(names)}", err=True)
     return result.exit_code(strict=bool(strict if strict is not None else config.get("strict", False)))
 
 

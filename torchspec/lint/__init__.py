@@ -16,7 +16,7 @@ from typing import Iterable, Iterator, Mapping
 from torchspec.errors import Diagnostic, UsageError
 from torchspec.lint import codes
 from torchspec.lint.result import EXIT_ERRORS, EXIT_OK, EXIT_USAGE, LintResult
-from torchspec.loader import LoadOptions, load_text
+from torchspec.loader import LoadedFile, LoadOptions, load_text
 from torchspec.loader.source import FORMATS, MAX_FILE_BYTES, detect_format, read_text
 from torchspec.schema import did_you_mean
 
@@ -37,6 +37,8 @@ class LintOptions:
     params_file: str | None = None
     template_paths: tuple[str, ...] = ()
     max_file_bytes: int = MAX_FILE_BYTES
+    #: skip named files that do not look like specs too (pre-commit passes every staged YAML file)
+    only_specs: bool = False
 
 
 def check_codes(entries: Iterable[str]) -> list[str]:
@@ -100,20 +102,23 @@ def lint_paths(paths: Iterable[str], options: LintOptions | None = None) -> Lint
                                lint=True)
     result = LintResult()
     for path, named in discover(paths, options.exclude):
-        found = lint_file(path, named, load_options)
-        if found is None:
+        loaded = lint_file(path, named and not options.only_specs, load_options)
+        if loaded is None:
             continue
         result.files.append(path)
-        result.diagnostics.extend(d for d in found if is_selected(d.code, select, ignore))
+        result.diagnostics.extend(d for d in loaded.all_diagnostics() if is_selected(d.code, select, ignore))
+        env_read = sorted({name for doc in loaded.documents for name in doc.env_read})
+        if env_read:
+            result.env_read[path] = env_read
     return result
 
 
-def lint_file(path: str, named: bool, options: LoadOptions) -> list[Diagnostic] | None:
-    """Diagnostics for one file, or None when a file found in a folder is not a spec at all."""
+def lint_file(path: str, named: bool, options: LoadOptions) -> LoadedFile | None:
+    """The loaded file, or None when a file found in a folder is not a spec at all."""
     text, problem = read_text(path, options.max_file_bytes)
     if problem is not None:
-        return [problem]
+        return LoadedFile(path, diagnostics=[problem])
     assert text is not None
     if not named and not _LOOKS_LIKE_SPEC.search(text):
         return None
-    return load_text(text, path, detect_format(path), options).all_diagnostics()
+    return load_text(text, path, detect_format(path), options)

@@ -17,6 +17,8 @@ class LintResult:
 
     files: list[str] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: file -> names of the environment variables its templates read (never their values)
+    env_read: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def error_count(self) -> int:
