@@ -1,17 +1,20 @@
-"""The spec objects: ``AppDef``, ``Role``, ``Resource`` and friends, as in ``torchx.specs.api``.
+"""The app spec objects, as in ``torchx.specs.api``: AppDef, Role, Resource, mounts and macros.
 
-These are plain dataclasses: no I/O, no colour, no scheduler code.  Status
-types, run options and app handles live in modules of their own and are
-re-exported here, so ``from torchspec.specs.api import AppState`` works as
-it does for TorchX users.
+These are plain dataclasses with no I/O.  Statuses, run options and app
+handles live in modules of their own (:mod:`~torchspec.specs.status`,
+:mod:`~torchspec.specs.runopts`, :mod:`~torchspec.specs.handles`) and are
+re-exported here, so code and tests written against ``torchx.specs.api``
+find every name at the same place.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from string import Template
+from types import MappingProxyType
 from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, TypeVar, Union
 
 from torchspec.specs.handles import (
@@ -23,9 +26,22 @@ from torchspec.specs.handles import (
     make_app_handle,
     parse_app_handle,
 )
-from torchspec.specs.runopts import CfgVal, InvalidRunConfigException, get_type_name, runopt, runopts, to_dict
+from torchspec.specs.overrides import resolve_override
+from torchspec.specs.runopts import (
+    CfgVal,
+    InvalidRunConfigException,
+    get_type_name,
+    runopt,
+    runopts,
+    to_dict,
+)
+from torchspec.specs.sentinels import ALL, MISSING, NONE, UNKNOWN
 from torchspec.specs.status import (
-    NONE,
+    _APP_STATUS_FORMAT_TEMPLATE,
+    _EMBEDDED_ERROR_MESSAGE_RE,
+    _RPC_ERROR_MESSAGE_RE,
+    _STARTED_STATES,
+    _TERMINAL_STATES,
     AppState,
     AppStatus,
     AppStatusError,
@@ -36,17 +52,18 @@ from torchspec.specs.status import (
     is_terminal,
 )
 
-#: used as the "*" scheduler backend
-ALL: str = "all"
-#: sentinel for missing string attributes such as image or entrypoint
-MISSING: str = "<MISSING>"
+#: A scheduler's registered name (``"local_docker"``, ``"kubernetes"``...).
+SchedulerBackend = str
 
 
 @dataclass
 class Resource:
-    """What each replica of a role needs: logical CPUs, GPUs, memory in MB, plus scheduler-specific extras.
+    """What each replica of a role needs.
 
-    Prefer named resources (``named_resources["aws_p3.8xlarge"]``) over raw numbers.
+    ``cpu`` counts logical cores as the scheduler defines them, ``memMB`` is
+    RAM in MB, ``capabilities`` are scheduler-interpreted hardware traits and
+    ``devices`` named devices with their counts (e.g. EFA interfaces).  Prefer
+    a named resource (``named_resources["aws_p3.8xlarge"]``) to raw numbers.
     """
 
     cpu: int
@@ -57,31 +74,44 @@ class Resource:
 
     @staticmethod
     def copy(original: "Resource", **capabilities: Any) -> "Resource":
-        """A copy with ``capabilities`` added; given keys win over the original's."""
+        """A copy of ``original`` with ``capabilities`` merged in; given keys win.
+
+        The copy owns its dicts, so tweaking a named resource never changes
+        what the next lookup of that name returns.
+        """
         merged = dict(original.capabilities)
         merged.update(capabilities)
-        return Resource(cpu=original.cpu, gpu=original.gpu, memMB=original.memMB, capabilities=merged,
-                        devices=original.devices)
+        return Resource(
+            cpu=original.cpu,
+            gpu=original.gpu,
+            memMB=original.memMB,
+            capabilities=merged,
+            devices=dict(original.devices),
+        )
 
 
-#: "resources do not matter" (ignored by schedulers)
+#: "The resource does not matter" (schedulers ignore it); the default of every Role.
 NULL_RESOURCE: Resource = Resource(cpu=-1, gpu=-1, memMB=-1)
 
 
 def _null_resource() -> Resource:
+    """Default factory for ``Role.resource``: dataclasses refuse mutable (unhashable) defaults."""
     return NULL_RESOURCE
 
 
 class macros:
-    """Placeholders that schedulers fill in per replica, in ``Role.args`` items and ``Role.env`` values.
-
-    Macros anywhere else in a Role are NOT substituted.
+    """Placeholders a scheduler fills in per replica, in ``Role.args`` items, ``Role.env`` values
+    and (nested) ``Role.metadata`` strings.  Macros in any other Role field are NOT substituted.
 
     1. ``img_root``: root folder of the pulled image
-    2. ``app_id``: the app's id as assigned by the scheduler
-    3. ``replica_id``: the replica's index in its role (kept when a replica is replaced)
-    4. ``rank0_env``: the NAME of an environment variable holding rank 0's host; resolve it
-       in a shell (``$${rank0_env}`` style) or in the app
+    2. ``app_id``: the app's id as the scheduler assigned it
+    3. ``replica_id``: the replica's index within its role; a replacement
+       replica keeps the index of the one it replaces
+    4. ``rank0_env``: the NAME of an environment variable that holds rank 0's
+       host; expand it in a shell (wrap the command in ``sh -c``) or in the app.
+       Not every scheduler provides it.
+
+    ``base_img_root`` is deprecated and kept for old specs.
     """
 
     img_root = "${img_root}"
@@ -92,30 +122,76 @@ class macros:
 
     @dataclass
     class Values:
+        """The values of the macros for one replica.
+
+        ``rank0_env`` defaults to its own placeholder so that substituting
+        leaves ``${rank0_env}`` in place on schedulers that cannot provide it
+        (and for callers written before the macro existed).
+        """
+
         img_root: str
         app_id: str
         replica_id: str
-        rank0_env: str
+        rank0_env: str = "${rank0_env}"
         base_img_root: str = "DEPRECATED"
 
         def apply(self, role: "Role") -> "Role":
-            """A copy of ``role`` with the macros in its args and env values filled in."""
-            role = copy.deepcopy(role)
-            role.args = [self.substitute(arg) for arg in role.args]
-            role.env = {key: self.substitute(arg) for key, arg in role.env.items()}
-            return role
+            """A copy of ``role`` with the macros filled in; ``role`` itself is unchanged.
+
+            Override producers cannot always be deep-copied (a coroutine
+            cannot), so the copy shares the role's ``overrides`` dict: whichever
+            role resolves an override first resolves it for both.
+            """
+            overrides = role.overrides
+            role.overrides = {}
+            try:
+                clone = copy.deepcopy(role)
+            finally:
+                role.overrides = overrides
+            if overrides:
+                clone.overrides = overrides
+
+            clone.args = [self.substitute(arg) for arg in clone.args]
+            clone.env = {key: self.substitute(value) for key, value in clone.env.items()}
+            clone.metadata = self._apply_nested(clone.metadata)
+            return clone
+
+        def _apply_nested(self, data: Dict[str, Any]) -> Dict[str, Any]:
+            """Substitute every str inside ``data``, through nested dicts and lists, in place."""
+
+            def visit(value: Any) -> Any:
+                if isinstance(value, str):
+                    return self.substitute(value)
+                if isinstance(value, dict):
+                    for key in value:
+                        value[key] = visit(value[key])
+                elif isinstance(value, list):
+                    for index, item in enumerate(value):
+                        value[index] = visit(item)
+                return value
+
+            visit(data)
+            return data
+
+        def to_dict(self) -> Dict[str, Any]:
+            """The macro names and their values, as :meth:`substitute` uses them."""
+            return asdict(self)
 
         def substitute(self, arg: str) -> str:
-            """Fill the macros into one string; ``$$`` is a literal ``$`` and unknown ``${x}`` stay."""
-            return Template(arg).safe_substitute(**asdict(self))
+            """``arg`` with the macros filled in; ``$$`` is a literal ``$`` and unknown ``${x}`` stay."""
+            return Template(arg).safe_substitute(**self.to_dict())
 
 
 class RetryPolicy(str, Enum):
-    """What a scheduler restarts when a replica fails (every scheduler supports APPLICATION).
+    """What a scheduler restarts when a replica fails (non-zero exit, host crash, preemption, eviction).
 
-    1. REPLICA: replace the failed replica only; the others keep running.
+    Every scheduler supports APPLICATION; see a scheduler's docs for the others.
+
+    1. REPLICA: replace only the failed replica, the others keep running (use
+       with torchelastic, e.g. the ``dist.ddp`` component, so the survivors
+       admit the replacement).
     2. APPLICATION: restart the whole app.
-    3. ROLE: restart every replica of the failed replica's role.
+    3. ROLE: restart every replica of the failed replica's role, not the whole app.
     """
 
     REPLICA = "REPLICA"
@@ -131,7 +207,7 @@ class MountType(str, Enum):
 
 @dataclass
 class BindMount:
-    """``mount --bind`` a host path into the worker."""
+    """``mount --bind`` a host path into the worker; how exactly is up to the scheduler."""
 
     src_path: str
     dst_path: str
@@ -140,7 +216,7 @@ class BindMount:
 
 @dataclass
 class VolumeMount:
-    """Mount a persistent volume, named by ``src``, into the worker."""
+    """Mount a persistent volume, named (or identified) by ``src``, into the worker."""
 
     src: str
     dst_path: str
@@ -149,7 +225,7 @@ class VolumeMount:
 
 @dataclass
 class DeviceMount:
-    """Expose a host device in the worker; permissions default to read, write and mknod."""
+    """Expose a host device in the worker; ``permissions`` from r (read), w (write), m (mknod)."""
 
     src_path: str
     dst_path: str
@@ -158,16 +234,25 @@ class DeviceMount:
 
 @dataclass
 class Role:
-    """A set of replicas with one duty in an app (trainer, parameter server, reader...).
+    """A set of identical replicas with one duty in an app (trainer, parameter server, reader...).
 
-    ``image`` is whatever the scheduler runs (a container image, a folder...);
-    ``metadata`` keys follow ``$scheduler.$key``.
+    ``image`` is whatever the scheduler knows how to fetch and run (a container
+    image, a tarball URL, a folder).  ``num_replicas`` replicas run
+    ``entrypoint`` with ``args`` and ``env``, each guaranteed at least
+    ``resource``.  With ``min_replicas`` set, an elastic scheduler may start
+    the job with fewer replicas (schedulers without autoscaling ignore it).
+    ``port_map`` names ports (``{"tensorboard": 9090}``); ``metadata`` keys
+    follow ``$scheduler.$key``.  ``base_image`` is deprecated.
+
+    ``overrides`` maps attribute names to a zero-argument callable or an
+    awaitable that computes the attribute on first read (see
+    :mod:`torchspec.specs.overrides`).
     """
 
     name: str
     image: str
     min_replicas: Optional[int] = None
-    base_image: Optional[str] = None  # deprecated in TorchX
+    base_image: Optional[str] = None
     entrypoint: str = MISSING
     args: List[str] = field(default_factory=list)
     env: Dict[str, str] = field(default_factory=dict)
@@ -178,15 +263,29 @@ class Role:
     port_map: Dict[str, int] = field(default_factory=dict)
     metadata: Dict[str, Any] = field(default_factory=dict)
     mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = field(default_factory=list)
+    overrides: Dict[str, Any] = field(default_factory=dict)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "overrides" or name.startswith("__"):
+            return object.__getattribute__(self, name)
+        overrides = object.__getattribute__(self, "__dict__").get("overrides")
+        if overrides and name in overrides:
+            return resolve_override(self, name, overrides)
+        return object.__getattribute__(self, name)
 
     def pre_proc(self, scheduler: str, dryrun_info: "AppDryRunInfo[Any]") -> "AppDryRunInfo[Any]":
-        """Hook to adjust a scheduler request for this role; called per role, in order, by submit_dryrun."""
+        """Adjust a scheduler's request for this role.
+
+        Called by ``Scheduler.submit_dryrun`` once per role, in ``AppDef.roles``
+        order; subclasses override it for role-specific tweaks the generic
+        request cannot express.
+        """
         return dryrun_info
 
 
 @dataclass
 class AppDef:
-    """A distributed app: roles plus metadata (whose meaning is scheduler-specific)."""
+    """A distributed app: its roles plus metadata (whose meaning is scheduler-specific)."""
 
     name: str
     roles: List[Role] = field(default_factory=list)
@@ -197,52 +296,92 @@ T = TypeVar("T")
 
 
 class AppDryRunInfo(Generic[T]):
-    """The request a scheduler would submit, and how to print it (``print(info)`` is what dryrun shows)."""
+    """The request a scheduler would submit, plus how to print it (``print(info)`` shows it).
+
+    ``_app``, ``_cfg`` and ``_scheduler`` are back references that
+    ``Runner.dryrun`` and ``Scheduler.submit_dryrun`` fill in after
+    construction; read them through :attr:`app` and :attr:`cfg`.
+    """
 
     def __init__(self, request: T, fmt: Callable[[T], str]) -> None:
         self.request = request
         self._fmt = fmt
-        # back references set by Runner.dryrun and Scheduler.submit_dryrun
         self._app: Optional[AppDef] = None
         self._cfg: Mapping[str, CfgVal] = {}
         self._scheduler: Optional[str] = None
+
+    @property
+    def app(self) -> Optional[AppDef]:
+        """The app this request was made for, once a dryrun has set it."""
+        return self._app
+
+    @property
+    def cfg(self) -> Mapping[str, CfgVal]:
+        """The resolved cfg, read-only: changing it would not change the request anyway."""
+        return MappingProxyType(dict(self._cfg))
 
     def __repr__(self) -> str:
         return self._fmt(self.request)
 
 
-def parse_mounts(opts: List[str]) -> List[Union[BindMount, VolumeMount, DeviceMount]]:
-    """Typed mounts from Docker-style options, each mount starting with ``type=``.
+# Docker's spellings are accepted besides the short ones.
+_MOUNT_OPT_MAP: Mapping[str, str] = {
+    "type": "type",
+    "destination": "dst",
+    "dst": "dst",
+    "target": "dst",
+    "read_only": "readonly",
+    "readonly": "readonly",
+    "source": "src",
+    "src": "src",
+    "perm": "perm",
+}
 
-    ``["type=bind", "src=/host", "dst=/ctr", "readonly", "type=device", "src=/dev/fuse"]``:
-    bind: ``src``, ``dst``, ``readonly``; volume: ``src`` (name or id), ``dst``,
-    ``readonly``; device: ``src``, optional ``dst`` (default: src), ``perm``
-    from r, w, m (default rwm; ``permissions`` is accepted too).
+
+def parse_mounts(opts: Union[str, List[str]]) -> List[Union[BindMount, VolumeMount, DeviceMount]]:
+    """Typed mounts from Docker-style options; every mount starts with its ``type=``.
+
+    ``opts`` is a list (``["type=bind", "src=/data", "dst=/data", "readonly"]``)
+    or the same joined by commas (``"type=bind,src=/data,dst=/data,readonly"``);
+    several mounts follow each other in one list.
+
+    - bind: ``src`` (a leading ``~`` is expanded), ``dst``, optional ``readonly``
+    - volume: ``src`` (volume name or id), ``dst``, optional ``readonly``
+    - device: ``src``, optional ``dst`` (default: ``src``), optional ``perm`` from r, w, m (default rwm)
+
+    Raises ``KeyError`` for an unknown option, an option before the first
+    ``type``, or a missing ``src``/``dst``; ``ValueError`` for an unknown type
+    or permission flag.
     """
+    items = [item for item in opts.split(",") if item] if isinstance(opts, str) else opts
     groups: List[Dict[str, str]] = []
-    current: Dict[str, str] = {}
-    for opt in opts:
-        key, _, val = opt.partition("=")
+    for item in items:
+        key, _, val = item.partition("=")
+        if key not in _MOUNT_OPT_MAP:
+            raise KeyError(f"unknown mount option {key}, must be one of {list(_MOUNT_OPT_MAP.keys())}")
+        key = _MOUNT_OPT_MAP[key]
         if key == "type":
-            current = {}
-            groups.append(current)
+            groups.append({})
         elif not groups:
             raise KeyError("type must be specified first")
-        current[key] = val
+        groups[-1][key] = val
 
     mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = []
     for group in groups:
         kind = group.get("type")
         if kind == MountType.BIND:
-            mounts.append(BindMount(src_path=group["src"], dst_path=group["dst"], read_only="readonly" in group))
+            src_path = group["src"]
+            if src_path.startswith("~"):
+                src_path = os.path.expanduser(src_path)
+            mounts.append(BindMount(src_path=src_path, dst_path=group["dst"], read_only="readonly" in group))
         elif kind == MountType.VOLUME:
             mounts.append(VolumeMount(src=group["src"], dst_path=group["dst"], read_only="readonly" in group))
         elif kind == MountType.DEVICE:
             src = group["src"]
-            perm = group.get("perm", group.get("permissions", "rwm"))
-            for c in perm:
-                if c not in "rwm":
-                    raise ValueError(f"{c} is not a valid permission flags must one of r,w,m")
+            perm = group.get("perm", "rwm")
+            for flag in perm:
+                if flag not in "rwm":
+                    raise ValueError(f"{flag} is not a valid permission flags must one of r,w,m")
             mounts.append(DeviceMount(src_path=src, dst_path=group.get("dst", src), permissions=perm))
         else:
             valid = [str(item.value) for item in MountType]
@@ -250,13 +389,49 @@ def parse_mounts(opts: List[str]) -> List[Union[BindMount, VolumeMount, DeviceMo
     return mounts
 
 
-from torchspec.specs.named_resources import get_named_resources, named_resources  # noqa: E402  (needs Resource)
-
 __all__ = [
-    "ALL", "MISSING", "NONE", "NULL_RESOURCE", "AppDef", "AppDryRunInfo", "AppHandle", "AppState", "AppStatus",
-    "AppStatusError", "BindMount", "CfgVal", "DeviceMount", "InvalidRunConfigException",
-    "MalformedAppHandleException", "MountType", "ParsedAppHandle", "ReplicaState", "ReplicaStatus", "Resource",
-    "RetryPolicy", "Role", "RoleStatus", "UnknownAppException", "UnknownSchedulerException", "VolumeMount",
-    "get_named_resources", "get_type_name", "is_started", "is_terminal", "macros", "make_app_handle",
-    "named_resources", "parse_app_handle", "parse_mounts", "runopt", "runopts", "to_dict",
+    "ALL",
+    "MISSING",
+    "NONE",
+    "NULL_RESOURCE",
+    "UNKNOWN",
+    "AppDef",
+    "AppDryRunInfo",
+    "AppHandle",
+    "AppState",
+    "AppStatus",
+    "AppStatusError",
+    "BindMount",
+    "CfgVal",
+    "DeviceMount",
+    "InvalidRunConfigException",
+    "MalformedAppHandleException",
+    "MountType",
+    "ParsedAppHandle",
+    "ReplicaState",
+    "ReplicaStatus",
+    "Resource",
+    "RetryPolicy",
+    "Role",
+    "RoleStatus",
+    "SchedulerBackend",
+    "UnknownAppException",
+    "UnknownSchedulerException",
+    "VolumeMount",
+    "get_type_name",
+    "is_started",
+    "is_terminal",
+    "macros",
+    "make_app_handle",
+    "parse_app_handle",
+    "parse_mounts",
+    "runopt",
+    "runopts",
+    "to_dict",
+    # private, but TorchX's own tests import them from torchx.specs.api
+    "_APP_STATUS_FORMAT_TEMPLATE",
+    "_EMBEDDED_ERROR_MESSAGE_RE",
+    "_RPC_ERROR_MESSAGE_RE",
+    "_STARTED_STATES",
+    "_TERMINAL_STATES",
 ]

@@ -1,84 +1,268 @@
-"""The named-resource registry: ``named_resources["aws_p3.8xlarge"]`` -> Resource.
+"""The named-resource registry: ``named_resources["aws_p3.8xlarge"]`` -> a fresh :class:`Resource`.
 
 Providers register in the ``torchspec.named_resources`` entry-point group,
-the built-in sets exactly like a third-party package.  An entry point loads
-either a callable returning a Resource (the entry point's name is the
-resource's name, as TorchX documents) or a mapping of names to such
-callables (a whole set).  Built-in sets load first, then every other
-provider in name order, so a plug-in may redefine a built-in name.
+the same way TorchX providers use ``torchx.named_resources``.  An entry
+point's object is either
+
+* a callable returning a Resource: the entry point's name is the resource's
+  name (TorchX's documented form)::
+
+      [torchspec.named_resources]
+      gpu_x_1 = my_module.resources:gpu_x_1
+
+* or a mapping of names to such callables, registering a whole set at once
+  (how torchspec's own ``generic`` and ``aws`` sets are declared).
+
+Precedence, when two providers define the same name, is fixed so that the
+answer never depends on install order or ``sys.path``: the built-in sets
+come first (generic, then AWS), then every other provider sorted by
+distribution name, then entry-point name; a later definition replaces an
+earlier one, so a plug-in can redefine a built-in name.  ``NULL`` and
+``MISSING`` (both :data:`NULL_RESOURCE`) are added last and cannot be redefined.
+
+Entry points are read on first use, not at import, and cached;
+:func:`clear_named_resources_cache` forgets them (after installing a provider
+into a running process, or in tests).  A provider that fails to load is
+skipped with a warning, so one broken plug-in does not hide every other name.
+
+Note: ``torchspec.specs.named_resources`` (the package attribute) is the
+mapping, as in TorchX, and it shadows this module's name there; import from
+the module with ``from torchspec.specs.named_resources import ...``, which
+goes through ``sys.modules`` and is unaffected.
 """
 
 from __future__ import annotations
 
+import copy
 import difflib
-from importlib import metadata
-from typing import Callable, Iterator, Mapping
+import functools
+import importlib
+import sys
+import threading
+import warnings
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional
 
 from torchspec.specs.api import NULL_RESOURCE, Resource
 
-GROUP = "torchspec.named_resources"
-_BUILTIN = ("generic", "aws")
+if TYPE_CHECKING:
+    from importlib import metadata
+
+#: The entry-point group providers register in.
+ENTRY_POINT_GROUP = "torchspec.named_resources"
+
+#: Makes a fresh Resource each call, so callers may modify what they get.
+ResourceFactory = Callable[[], Resource]
+
+# The built-in sets, in precedence order.  They are imported directly rather
+# than only through their entry points so the registry works from a source
+# tree that was never pip-installed; their entry points are then redundant.
+_BUILTIN_PROVIDERS = (
+    "torchspec.specs.named_resources_generic",
+    "torchspec.specs.named_resources_aws",
+)
+
+# Resources TorchX always defines: both mean "the resource does not matter".
+_SENTINELS: Dict[str, ResourceFactory] = {
+    "NULL": lambda: NULL_RESOURCE,
+    "MISSING": lambda: NULL_RESOURCE,
+}
 
 
-def load_named_resources() -> dict[str, Callable[[], Resource]]:
-    """Every registered resource factory, read fresh from the installed entry points."""
-    found: dict[str, Callable[[], Resource]] = {}
-    eps = sorted(metadata.entry_points(group=GROUP),
-                 key=lambda ep: (ep.name not in _BUILTIN, _BUILTIN.index(ep.name) if ep.name in _BUILTIN else 0,
-                                 ep.name))
-    for ep in eps:
-        loaded = ep.load()
-        if isinstance(loaded, Mapping):
-            found.update(loaded)
-        elif callable(loaded):
-            found[ep.name] = loaded
-        else:
-            raise TypeError(f"named resource entry point {ep.name!r} ({ep.value}) is neither a callable nor a mapping")
-    found.setdefault("NULL", lambda: NULL_RESOURCE)
-    found.setdefault("MISSING", lambda: NULL_RESOURCE)
-    return found
+def _as_factory(value: Any) -> Optional[ResourceFactory]:
+    if isinstance(value, Resource):
+        # a ready-made Resource: hand out copies so nobody edits the registered one
+        return functools.partial(copy.deepcopy, value)
+    return value if callable(value) else None
+
+
+def _register(table: Dict[str, ResourceFactory], source: str, name: str, provided: Any) -> None:
+    """Add one provider's resources to ``table``; warn about (and skip) anything unusable."""
+    if isinstance(provided, Mapping):
+        for key, value in provided.items():
+            factory = _as_factory(value)
+            if factory is None:
+                warnings.warn(f"{source}: named resource {key!r} is neither a callable nor a Resource; skipped")
+            else:
+                table[str(key)] = factory
+        return
+    factory = _as_factory(provided)
+    if factory is None:
+        warnings.warn(f"{source} is neither a callable, a Resource nor a mapping of them; skipped")
+    else:
+        table[name] = factory
+
+
+def _is_builtin(entry_point: metadata.EntryPoint) -> bool:
+    return entry_point.module in _BUILTIN_PROVIDERS
+
+
+def _provider_order(entry_point: metadata.EntryPoint) -> tuple[str, str, str]:
+    dist = entry_point.dist.name if entry_point.dist is not None else ""
+    return dist.lower(), entry_point.name, entry_point.value
+
+
+def load_named_resources() -> Dict[str, ResourceFactory]:
+    """Every registered name and its factory, read fresh from the installed entry points.
+
+    The result is in precedence order (see the module docs); nothing is cached.
+    ``importlib.metadata`` is imported here because it costs more than the
+    rest of ``torchspec.specs`` and only lookups need it.
+    """
+    from importlib import metadata
+
+    table: Dict[str, ResourceFactory] = {}
+    for module in _BUILTIN_PROVIDERS:
+        _register(table, module, module, importlib.import_module(module).NAMED_RESOURCES)
+
+    plugins = [ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if not _is_builtin(ep)]
+    for entry_point in sorted(plugins, key=_provider_order):
+        source = f"named resource entry point {entry_point.name} = {entry_point.value}"
+        try:
+            provided = entry_point.load()
+        except Exception as error:  # a broken plug-in must not hide every other name
+            warnings.warn(f"{source} failed to load and was skipped: {error!r}")
+            continue
+        _register(table, source, entry_point.name, provided)
+
+    table.update(_SENTINELS)
+    return table
+
+
+class _FactoryTable(Mapping[str, ResourceFactory]):
+    """The registered factories, loaded on first use and cached until :meth:`clear`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loaded: Optional[Dict[str, ResourceFactory]] = None
+
+    def _table(self) -> Dict[str, ResourceFactory]:
+        loaded = self._loaded
+        if loaded is None:
+            with self._lock:
+                if self._loaded is None:
+                    self._loaded = load_named_resources()
+                loaded = self._loaded
+        return loaded
+
+    def clear(self) -> None:
+        with self._lock:
+            self._loaded = None
+
+    def __getitem__(self, name: str) -> ResourceFactory:
+        return self._table()[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._table()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._table()))
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+    def __repr__(self) -> str:
+        return f"<named resource factories: {list(self._table())}>" if self._loaded else "<named resource factories>"
+
+
+_FACTORIES = _FactoryTable()
+
+
+def _active_factories() -> Mapping[str, ResourceFactory]:
+    """The factory table in use: ``torchspec.specs._named_resource_factories``.
+
+    TorchX keeps the table at ``torchx.specs._named_resource_factories`` and
+    its tests swap it out there; reading it through the package keeps that seam.
+    """
+    package = sys.modules.get(__package__ or "torchspec.specs")
+    table: Mapping[str, ResourceFactory] = getattr(package, "_named_resource_factories", _FACTORIES)
+    return table
 
 
 class _NamedResourcesLibrary(Mapping[str, Resource]):
-    """A lazy, read-only mapping; loads the entry points on first use."""
+    """``named_resources``: a read-only mapping from registered names to fresh Resources.
 
-    def __init__(self) -> None:
-        self._factories: dict[str, Callable[[], Resource]] | None = None
-
-    def _load(self) -> dict[str, Callable[[], Resource]]:
-        if self._factories is None:
-            self._factories = load_named_resources()
-        return self._factories
-
-    def reload(self) -> None:
-        """Forget what was loaded, e.g. after installing a provider in the same process."""
-        self._factories = None
+    ``name in named_resources`` and iteration (over names, in precedence
+    order) do not build any Resource.  A missing name raises ``KeyError``
+    that suggests the closest registered name, or lists them all.
+    """
 
     def __getitem__(self, key: str) -> Resource:
-        factories = self._load()
-        if key not in factories:
-            close = difflib.get_close_matches(key, list(factories), n=3)
-            hint = f" Did you mean: {', '.join(close)}?" if close else ""
-            raise KeyError(f"Unknown named resource: {key!r}.{hint} "
-                           f"Registered: {len(factories)} names; see torchspec.specs.named_resources")
-        return factories[key]()
+        factories = _active_factories()
+        if key in factories:
+            return factories[key]()
+        names = list(factories.keys())
+        matches = difflib.get_close_matches(key, names, n=1)
+        hint = f"Did you mean `{matches[0]}`?" if matches else f"Registered named resources: {names}"
+        raise KeyError(f"No named resource found for `{key}`. {hint}")
 
     def __contains__(self, key: object) -> bool:
-        return key in self._load()
+        return isinstance(key, str) and key in _active_factories()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._load())
+        return iter(list(_active_factories().keys()))
 
     def __len__(self) -> int:
-        return len(self._load())
+        return len(list(_active_factories().keys()))
 
     def __repr__(self) -> str:
-        return f"named_resources({sorted(self._load())})"
+        return f"named_resources({named_resource_names()})"
 
 
-named_resources = _NamedResourcesLibrary()
+#: The registry as a mapping: ``named_resources["gpu.small"]``, ``"gpu.small" in named_resources``.
+named_resources: _NamedResourcesLibrary = _NamedResourcesLibrary()
 
 
 def get_named_resources(res: str) -> Resource:
-    """The Resource registered under ``res`` (see :data:`named_resources`)."""
+    """The Resource registered as ``res``; same as ``named_resources[res]``.
+
+    Register your own by pointing an entry point of the
+    ``torchspec.named_resources`` group at a function returning a Resource::
+
+        # my_module/resources.py
+        def gpu_x_1() -> Resource:
+            return Resource(cpu=2, gpu=2, memMB=64 * 1024)
+
+        # pyproject.toml
+        [project.entry-points."torchspec.named_resources"]
+        gpu_x_1 = "my_module.resources:gpu_x_1"
+    """
     return named_resources[res]
+
+
+def named_resource_names() -> List[str]:
+    """Every registered name, sorted (for "did you mean" hints and listings)."""
+    return sorted(named_resources)
+
+
+def clear_named_resources_cache() -> None:
+    """Forget the loaded entry points; the next lookup reads them again."""
+    _FACTORIES.clear()
+
+
+def resource(
+    cpu: Optional[int] = None,
+    gpu: Optional[int] = None,
+    memMB: Optional[int] = None,
+    h: Optional[str] = None,
+) -> Resource:
+    """A Resource from raw numbers, or from the named resource ``h`` (which then wins).
+
+    Raw numbers left out (or 0) take small defaults: 2 cpus, no gpu, 1024 MB.
+    These are local on purpose so nobody grows a dependency on them.
+    """
+    if h:
+        return get_named_resources(h)
+    default_cpu, default_gpu, default_mem_mb = 2, 0, 1024
+    return Resource(cpu=cpu or default_cpu, gpu=gpu or default_gpu, memMB=memMB or default_mem_mb)
+
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ResourceFactory",
+    "clear_named_resources_cache",
+    "get_named_resources",
+    "load_named_resources",
+    "named_resource_names",
+    "named_resources",
+    "resource",
+]

@@ -1,4 +1,9 @@
-"""Run-time states and statuses of apps, roles and replicas (``torchx.specs`` compatible)."""
+"""Run-time states and statuses of apps, roles and replicas, and how they are shown to people.
+
+``repr(AppStatus)`` is a YAML document (machine-friendly, stable key order);
+:meth:`AppStatus.format` is the human view with one line per replica and the
+error a failed replica left in its reply file.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import Enum
-from json import JSONDecodeError
 from string import Template
-from typing import Optional
+from typing import Any, Dict, List, Optional, Pattern, Tuple
 
-NONE: str = "<NONE>"
+from torchspec.specs.sentinels import NONE
 
 _APP_STATUS_FORMAT_TEMPLATE = """AppStatus:
     State: ${state}
@@ -22,14 +26,26 @@ _APP_STATUS_FORMAT_TEMPLATE = """AppStatus:
     UI URL: ${url}
     """
 
-# An RPC error message embeds the remote traceback; only its first line is shown.
-_RPC_ERROR_MESSAGE_RE = re.compile(r"(?P<exception_type>\w*)\('On WorkerInfo\(.+\):\n(.*\n)*'\)")
-# An exception nested in another one's message rather than chained.
-_EMBEDDED_ERROR_MESSAGE_RE = re.compile(r"(?P<msg>.+)\nException.*")
+# An RPC failure wraps the remote traceback in the message, e.g.
+#   RuntimeError('On WorkerInfo(id=1, name=trainer:0:0):\n<traceback>\n')
+# and only that wrapped part says what went wrong.
+_RPC_ERROR_MESSAGE_RE: Pattern[str] = re.compile(r"(?P<exception_type>\w*)\('On WorkerInfo\(.+\):\n(.*\n)*'\)")
+
+# Some errors are nested in another exception's message instead of being
+# chained ("c10::Error: ...\nException raised from ..."); the first line is the error.
+_EMBEDDED_ERROR_MESSAGE_RE: Pattern[str] = re.compile(r"(?P<msg>.+)\nException.*")
+
+_NOT_AVAILABLE = "<N/A>"
 
 
 class AppState(int, Enum):
-    """State of an app: UNSUBMITTED -> SUBMITTED -> PENDING -> RUNNING -> SUCCEEDED | FAILED | CANCELLED."""
+    """Where an app is in its life.
+
+    UNSUBMITTED -> SUBMITTED -> PENDING -> RUNNING -> SUCCEEDED | FAILED | CANCELLED;
+    a preempted app goes from RUNNING back to PENDING; UNKNOWN when the
+    scheduler cannot tell.  The int values are TorchX's and are persisted by
+    some schedulers, so they must not change.
+    """
 
     UNSUBMITTED = 0
     SUBMITTED = 1
@@ -47,28 +63,32 @@ class AppState(int, Enum):
         return f"{self.name} ({self.value})"
 
 
-_TERMINAL_STATES = [AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED]
-_STARTED_STATES = _TERMINAL_STATES + [AppState.RUNNING]
+#: Replicas go through the same states as apps.
+ReplicaState = AppState
+
+_TERMINAL_STATES: List[AppState] = [AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED]
+_STARTED_STATES: List[AppState] = _TERMINAL_STATES + [AppState.RUNNING]
 
 
 def is_terminal(state: AppState) -> bool:
+    """True once the app can no longer change state (succeeded, failed or cancelled)."""
     return state in _TERMINAL_STATES
 
 
 def is_started(state: AppState) -> bool:
+    """True once the app has run at all (running or terminal)."""
     return state in _STARTED_STATES
-
-
-#: Replicas and apps share the same states.
-ReplicaState = AppState
 
 
 @dataclass
 class ReplicaStatus:
-    """The status of one replica: ``id`` is the node rank, not a worker rank."""
+    """One replica of a role; ``id`` is the node rank within the role, not a worker rank.
+
+    ``structured_error_msg`` holds the replica's JSON reply file, if it left one.
+    """
 
     id: int
-    state: AppState
+    state: ReplicaState
     role: str
     hostname: str
     structured_error_msg: str = NONE
@@ -76,20 +96,62 @@ class ReplicaStatus:
 
 @dataclass
 class RoleStatus:
+    """The replicas of one role."""
+
     role: str
-    replicas: list[ReplicaStatus]
+    replicas: List[ReplicaStatus]
+
+    def to_json(self) -> Dict[str, Any]:
+        """A JSON-ready dict (replica states stay ints, as the enum is an int)."""
+        return {"role": self.role, "replicas": [asdict(replica) for replica in self.replicas]}
+
+
+def _parse_reply_file(raw: str) -> Optional[Tuple[str, Any, Any]]:
+    """``(message, error_code, timestamp)`` from a replica's reply file, or None if unrecognised.
+
+    Two schemas exist in the wild: TorchX's nested one
+    ``{"message": {"message": str, "errorCode": int, "extraInfo": {"timestamp": int}}}``
+    and a flat one ``{"message": str, "errorCode": int, "timestamp": int}``.
+    Anything else is shown verbatim rather than raising while formatting.
+    """
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    message = data.get("message")
+    if isinstance(message, dict):
+        text = message.get("message")
+        extra = message.get("extraInfo")
+        timestamp = extra.get("timestamp") if isinstance(extra, dict) else None
+        error_code = message.get("errorCode")
+    elif isinstance(message, str):
+        text = message
+        timestamp = data.get("timestamp")
+        error_code = data.get("errorCode")
+    else:
+        return None
+    if not isinstance(text, str):
+        return None
+    return text, error_code, timestamp
 
 
 @dataclass
 class AppStatus:
-    """The run-time status of an app; ``roles`` holds the replicas of the latest attempt."""
+    """The run-time status of an app as a scheduler reports it.
+
+    ``msg`` is free text from the scheduler, ``structured_error_msg`` a JSON
+    error (or :data:`NONE`).  ``roles`` describe the replicas of the latest
+    attempt only: errors of earlier, retried attempts are not kept.
+    """
 
     state: AppState
     num_restarts: int = 0
     msg: str = ""
     structured_error_msg: str = NONE
     ui_url: Optional[str] = None
-    roles: list[RoleStatus] = field(default_factory=list)
+    roles: List[RoleStatus] = field(default_factory=list)
 
     def is_terminal(self) -> bool:
         return is_terminal(self.state)
@@ -99,72 +161,94 @@ class AppStatus:
 
         data = asdict(self)
         error = data.pop("structured_error_msg")
-        data["structured_error_msg"] = json.loads(error) if error != NONE else NONE
+        if error != NONE:
+            try:
+                error = json.loads(error)
+            except ValueError:
+                pass
+        data["structured_error_msg"] = error
         data["state"] = repr(data["state"])
         return yaml.dump({"AppStatus": data})
 
     def raise_for_status(self) -> None:
-        """Raise :class:`AppStatusError` unless the app SUCCEEDED."""
+        """Raise :class:`AppStatusError` unless the app SUCCEEDED (so a still-running app raises too)."""
         if self.state != AppState.SUCCEEDED:
             raise AppStatusError(self, f"job did not succeed: {self}")
 
     def _format_error_message(self, msg: str, header: str, width: int = 80) -> str:
+        """The interesting part of ``msg``, wrapped at spaces once a line reaches ``width``.
+
+        The first line starts with ``header``; later lines are indented by as
+        much, so the message reads as one block under its label.
+        """
         assert len(header) < width
-        match = _RPC_ERROR_MESSAGE_RE.search(msg)
-        if match:
-            start, end = match.span()
-            msg = msg[start:end]
-        match = _EMBEDDED_ERROR_MESSAGE_RE.search(msg)
-        if match:
-            msg = match.group("msg")
-        length = 0
+        rpc = _RPC_ERROR_MESSAGE_RE.search(msg)
+        if rpc:
+            msg = msg[rpc.start() : rpc.end()]
+        embedded = _EMBEDDED_ERROR_MESSAGE_RE.search(msg)
+        if embedded:
+            msg = embedded.group("msg")
+
         lines = []
-        for i in range(len(msg) + 1):
-            if i == len(msg) or (msg[i] == " " and length >= width):
-                lines.append(f"{header}{msg[i - length : i]}")
+        start = 0
+        for i, char in enumerate(msg):
+            if char == " " and i - start >= width:
+                lines.append(f"{header}{msg[start:i]}")
                 header = " " * len(header)
-                length = 0
-            length += 1
+                start = i
+        lines.append(f"{header}{msg[start:]}")
         return "\n".join(lines)
 
     def _format_replica_status(self, replica_status: ReplicaStatus) -> str:
         if replica_status.structured_error_msg != NONE:
-            try:
-                error_data = json.loads(replica_status.structured_error_msg)
-            except JSONDecodeError:
+            parsed = _parse_reply_file(replica_status.structured_error_msg)
+            if parsed is None:
                 return replica_status.structured_error_msg
-            error_message = self._format_error_message(
-                msg=error_data["message"]["message"], header="    error_msg: "
+            text, error_code, timestamp = parsed
+            error_message = self._format_error_message(msg=text, header="    error_msg: ")
+            exitcode = error_code if error_code else _NOT_AVAILABLE
+            when = datetime.fromtimestamp(int(timestamp)) if timestamp is not None else _NOT_AVAILABLE
+            data = (
+                f"{replica_status.state} (exitcode: {exitcode})\n"
+                f"        timestamp: {when}\n"
+                f"        hostname: {replica_status.hostname}\n"
+                f"    {error_message}"
             )
-            timestamp = int(error_data["message"]["extraInfo"]["timestamp"])
-            exitcode = error_data["message"]["errorCode"] or "<N/A>"
-            data = (f"{replica_status.state} (exitcode: {exitcode})\n"
-                    f"    timestamp: {datetime.fromtimestamp(timestamp)}\n"
-                    f"    hostname: {replica_status.hostname}\n"
-                    f"{error_message}")
         else:
             data = f"{replica_status.state}"
             if replica_status.state in (ReplicaState.CANCELLED, ReplicaState.FAILED):
                 data += " (no reply file)"
-        # mark each role's replica 0 with a "*" to show where roles start
-        header = "*" if replica_status.id == 0 else " "
-        return f"\n {header}{replica_status.role}[{replica_status.id}]:{data}"
 
-    def _get_role_statuses(self, roles: list[RoleStatus], filter_roles: Optional[list[str]] = None) -> list[RoleStatus]:
+        # replica 0 of each role gets a "*" so role boundaries stand out
+        marker = "*" if replica_status.id == 0 else " "
+        return f"\n {marker}{replica_status.role}[{replica_status.id}]:{data}"
+
+    def _get_role_statuses(self, roles: List[RoleStatus], filter_roles: Optional[List[str]] = None) -> List[RoleStatus]:
         if not filter_roles:
             return roles
-        return [r for r in roles if r.role in filter_roles]
+        return [role_status for role_status in roles if role_status.role in filter_roles]
 
     def _format_role_status(self, role_status: RoleStatus) -> str:
         return "".join(self._format_replica_status(r) for r in sorted(role_status.replicas, key=lambda r: r.id))
 
-    def format(self, filter_roles: Optional[list[str]] = None) -> str:
-        """The human-readable status: state, restarts, each role's replicas, messages and UI URL."""
-        roles_data = "".join(self._format_role_status(r) for r in self._get_role_statuses(self.roles, filter_roles))
+    def to_json(self, filter_roles: Optional[List[str]] = None) -> Dict[str, Any]:
+        """A JSON-ready dict, optionally keeping only the named roles."""
+        return {
+            "state": str(self.state),
+            "num_restarts": self.num_restarts,
+            "roles": [role.to_json() for role in self._get_role_statuses(self.roles, filter_roles)],
+            "msg": self.msg,
+            "structured_error_msg": self.structured_error_msg,
+            "url": self.ui_url,
+        }
+
+    def format(self, filter_roles: Optional[List[str]] = None) -> str:
+        """The human view: state, restarts, one line per replica (with its error), messages, UI URL."""
+        roles = "".join(self._format_role_status(r) for r in self._get_role_statuses(self.roles, filter_roles))
         return Template(_APP_STATUS_FORMAT_TEMPLATE).substitute(
             state=self.state,
             num_restarts=self.num_restarts,
-            roles=roles_data,
+            roles=roles,
             msg=self.msg,
             structured_error_msg=self.structured_error_msg,
             url=self.ui_url,
@@ -172,8 +256,20 @@ class AppStatus:
 
 
 class AppStatusError(Exception):
-    """Raised by :meth:`AppStatus.raise_for_status` when an app did not succeed."""
+    """Raised by :meth:`AppStatus.raise_for_status`; ``status`` is the status that did not succeed."""
 
     def __init__(self, status: AppStatus, *args: object) -> None:
         super().__init__(*args)
         self.status = status
+
+
+__all__ = [
+    "AppState",
+    "AppStatus",
+    "AppStatusError",
+    "ReplicaState",
+    "ReplicaStatus",
+    "RoleStatus",
+    "is_started",
+    "is_terminal",
+]
