@@ -92,3 +92,9 @@ def test_runaway_loop_hits_the_clock(r: Renderer) -> None:
         with r.deadline(0.3):
             r.render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
     assert e.value.code == "TS403"
+
+
+def test_a_param_named_env_hides_the_function_on_both_paths(tmp_path) -> None:
+    r = Renderer({"env": {"A": "1"}, "n": 2}, str(tmp_path))
+    assert r.render("{{ env }}") == {"A": "1"}
+    assert r.render("{{ env | length }}-{{ n }}") == "1-2"

@@ -23,7 +23,7 @@ from torchspec.schema import did_you_mean
 __all__ = ["LintOptions", "LintResult", "lint_paths", "discover", "EXIT_OK", "EXIT_ERRORS", "EXIT_USAGE"]
 
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
-             ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".eggs"}
+             ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs"}
 #: What a file found in a folder must contain to be taken for a spec.
 _LOOKS_LIKE_SPEC = re.compile(r"""(?m)^\s*(?:-\s+)?(?:\[\[\s*roles\s*\]\]|["']?roles["']?\s*[:=])|appdef\.schema\.json""")
 

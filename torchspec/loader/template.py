@@ -99,10 +99,11 @@ class Renderer:
     def context(self) -> dict[str, Any]:
         """Params, the ``env()`` function and the imported macro modules."""
         if self._context is None:
-            self._context = dict(self.variables)
-            self._context["env"] = self._env
+            # params win over env() and imports, as on the fast path: a param named `env` hides env()
+            self._context = {"env": self._env}
             for alias, path in self.imports.items():
                 self._context[alias] = self._import(alias, path)
+            self._context.update(self.variables)
         return self._context
 
     @contextlib.contextmanager
