@@ -38,7 +38,8 @@ TORCHX_API_NAMES = [
     "MalformedAppHandleException", "MountType", "ParsedAppHandle", "ReplicaState", "ReplicaStatus", "Resource",
     "RetryPolicy", "Role", "RoleStatus", "UnknownAppException", "UnknownSchedulerException", "VolumeMount",
     "get_type_name", "is_started", "is_terminal", "macros", "make_app_handle", "parse_app_handle", "runopt",
-    "runopts", "_TERMINAL_STATES", "_STARTED_STATES",
+    "runopts", "_TERMINAL_STATES", "_STARTED_STATES", "TORCHX_HOME", "Workspace", "cases",
+    "_OVERRIDES_LOCK_KEY", "_OverridesLock",
 ]  # fmt: skip
 
 
@@ -78,6 +79,24 @@ def test_copy_resource_owns_its_devices() -> None:
     new_resource.devices["nvidia.com/gpu"] = 1
     assert new_resource.devices == {"vpc.amazonaws.com/efa": 4, "nvidia.com/gpu": 1}
     assert resource.devices == {"vpc.amazonaws.com/efa": 4}
+
+
+def test_copy_resource_owns_its_tags() -> None:
+    resource = Resource(1, 2, 3, tags={api.RESOURCE_TAG_NAME: "gpu_4"})
+    new_resource = Resource.copy(resource)
+    new_resource.tags["extra"] = "x"
+    assert new_resource.tags == {api.RESOURCE_TAG_NAME: "gpu_4", "extra": "x"}
+    assert resource.tags == {api.RESOURCE_TAG_NAME: "gpu_4"}
+
+
+def test_resource_tags() -> None:
+    untagged = Resource(cpu=4, gpu=1, memMB=1024)
+    assert untagged.tags == {} and not untagged.is_fractional() and untagged.get_resource_name() is None
+    assert Resource(4, 1, 1024, tags={api.RESOURCE_TAG_IS_FRACTIONAL: True}).is_fractional()
+    assert not Resource(4, 1, 1024, tags={api.RESOURCE_TAG_IS_FRACTIONAL: False}).is_fractional()
+    assert Resource(4, 1, 1024, tags={api.RESOURCE_TAG_NAME: "gpu_4"}).get_resource_name() == "gpu_4"
+    # tags take part in equality: a tagged copy is a different resource
+    assert Resource(4, 1, 1024, tags={api.RESOURCE_TAG_NAME: "gpu_4"}) != untagged
 
 
 def test_named_resources_match_their_functions() -> None:
@@ -256,6 +275,81 @@ def test_roles_with_resolved_overrides_deep_copy_and_compare() -> None:
     assert asdict(role)["image"] == "base"
 
 
+def test_resolution_mints_one_lock_per_overrides_dict() -> None:
+    overrides: dict[str, Any] = {"image": lambda: "base"}
+    first, second = Role("a", "torch", overrides=overrides), Role("b", "torch", overrides=overrides)
+    assert api._OVERRIDES_LOCK_KEY not in overrides, "no lock before anything is resolved"
+    assert first.image == "base" and second.image == "base"
+    lock = overrides[api._OVERRIDES_LOCK_KEY]
+    assert isinstance(lock, api._OverridesLock)
+    assert second.overrides[api._OVERRIDES_LOCK_KEY] is lock, "roles sharing a dict share its lock"
+    # the reserved key never turns into a Role attribute
+    with pytest.raises(AttributeError):
+        getattr(first, api._OVERRIDES_LOCK_KEY)
+
+
+def test_shared_overrides_resolve_once_across_roles() -> None:
+    calls: List[int] = []
+
+    def produce() -> str:
+        calls.append(1)
+        time.sleep(0.02)
+        return "base"
+
+    overrides: dict[str, Any] = {"image": produce}
+    roles = [Role(str(i), "torch", overrides=overrides) for i in range(4)]
+    readers = [threading.Thread(target=lambda role=role: role.image) for role in roles]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join()
+    assert [role.image for role in roles] == ["base"] * 4 and len(calls) == 1
+
+
+def test_slow_producer_does_not_block_other_dicts() -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def slow() -> str:
+        entered.set()
+        assert release.wait(timeout=10)
+        return "slow"
+
+    slow_role = Role("slow", "torch", overrides={"image": slow})
+    fast_role = Role("fast", "torch", overrides={"image": lambda: "fast"})
+    got: List[str] = []
+    worker = threading.Thread(target=lambda: got.append(slow_role.image), daemon=True)
+    worker.start()
+    try:
+        assert entered.wait(timeout=10)
+        assert fast_role.image == "fast"  # would block here under one process-wide lock
+    finally:
+        release.set()
+        worker.join(timeout=10)
+    assert got == ["slow"]
+
+
+def test_resolved_reads_take_no_lock() -> None:
+    role = Role("foobar", "torch", overrides={"image": lambda: "base"})
+    assert role.image == "base"
+
+    class Refuse:
+        def __enter__(self) -> None:
+            raise AssertionError("locked on a resolved read")
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    role.overrides[api._OVERRIDES_LOCK_KEY].lock = Refuse()
+    assert role.image == "base" and role.name == "foobar"
+
+
+def test_overrides_lock_deep_copies_fresh_and_compares_equal() -> None:
+    lock = api._OverridesLock()
+    clone = copy.deepcopy(lock)
+    assert clone is not lock and clone.lock is not lock.lock
+    assert clone == lock and hash(clone) == hash(lock)
+
+
 # ---------------------------------------------------------------- macros
 
 
@@ -336,6 +430,68 @@ def test_apply_copies_roles_with_unpicklable_overrides() -> None:
 def test_apply_without_overrides_gives_the_copy_its_own_dict() -> None:
     role = Role(name="test", image="test_image")
     assert _values().apply(role).overrides is not role.overrides
+
+
+def test_apply_treats_a_lock_only_dict_as_empty() -> None:
+    role = Role(name="test", image="test_image")
+    role.overrides[api._OVERRIDES_LOCK_KEY] = api._OverridesLock()
+    newrole = _values().apply(role)
+    assert newrole.overrides is not role.overrides and newrole.overrides == {}
+
+
+# ---------------------------------------------------------------- TORCHX_HOME and Workspace
+
+
+def test_torchx_home_defaults_under_the_user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TORCHX_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", lambda: tmp_path / "sally")
+    home = api.TORCHX_HOME()
+    assert home == tmp_path / "sally" / ".torchx" and home.is_dir()
+
+
+def test_torchx_home_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHX_HOME", str(tmp_path / "custom"))
+    sub = api.TORCHX_HOME("conda-pack", "out")
+    assert sub == tmp_path / "custom" / "conda-pack" / "out" and sub.is_dir()
+    assert api.TORCHX_HOME() == tmp_path / "custom"
+
+
+def test_workspace_truthiness_and_shape() -> None:
+    assert not api.Workspace(projects={}) and not api.Workspace.from_str("")
+    single = api.Workspace(projects={"/src/proj": ""})
+    assert single and single.is_unmapped_single_project()
+    assert not api.Workspace(projects={"/src/proj": "proj"}).is_unmapped_single_project()
+    assert not api.Workspace(projects={"/a": "", "/b": ""}).is_unmapped_single_project()
+
+
+@pytest.mark.parametrize(
+    "projects, text",
+    [
+        ({"/src/proj": ""}, "/src/proj"),
+        ({"/src/proj": "proj"}, "/src/proj:proj"),
+        ({"/src/app": "", "/src/torch": "torch"}, "/src/app;/src/torch:torch"),
+    ],
+)
+def test_workspace_str_round_trips(projects: dict[str, str], text: str) -> None:
+    assert str(api.Workspace(projects=projects)) == text
+    assert api.Workspace.from_str(text).projects == projects
+
+
+def test_workspace_from_lines_with_comments() -> None:
+    text = "# projects to ship\n/src/app:\n\n  /src/third-party/verl: verl  \n"
+    assert api.Workspace.from_str(text).projects == {"/src/app": "", "/src/third-party/verl": "verl"}
+
+
+def test_workspace_merge_into(tmp_path: Path) -> None:
+    for rel in ("app/README.md", "app/bin/cli", "torch/setup.py", "torch/torch/__init__.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel)
+    out = tmp_path / "out"
+    (out / "bin").mkdir(parents=True)
+    (out / "bin" / "kept").write_text("already there")
+    api.Workspace(projects={str(tmp_path / "app"): "", str(tmp_path / "torch"): "torch"}).merge_into(out)
+    for rel in ("README.md", "bin/cli", "bin/kept", "torch/setup.py", "torch/torch/__init__.py"):
+        assert (out / rel).is_file(), rel
 
 
 # ---------------------------------------------------------------- dry-run info

@@ -180,7 +180,7 @@ def test_aws_cpu_types() -> None:
     assert (aws_m5_metal().cpu, aws_m5_metal().memMB) == (96, 384 * GiB)
     assert (aws_m5d_24xlarge().cpu, aws_m5d_24xlarge().memMB) == (96, 384 * GiB)
     c5 = aws_c5_18xlarge()
-    assert (c5.cpu, c5.gpu, c5.memMB) == (72, 0, 142 * GiB)
+    assert (c5.cpu, c5.gpu, c5.memMB) == (72, 0, 144 * GiB)
 
 
 def test_every_aws_resource_names_its_instance_type() -> None:
@@ -399,3 +399,30 @@ def test_broken_providers_are_skipped_with_a_warning(site_dirs: List[Path]) -> N
     assert "'zz.bad' is neither a callable nor a Resource" in messages
     assert "missing" not in table and "number" not in table and "zz.bad" not in table
     assert "zz.good" in table and "aws_p3.2xlarge" in table
+
+
+def test_reload_picks_up_and_drops_a_provider(tmp_path: Path) -> None:
+    """The whole life of a plug-in in one process: not there, installed + reload, removed + reload."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "zz_plugin_reload.py").write_text(
+        "from torchspec.specs import Resource\n\ndef tiny() -> Resource:\n    return Resource(cpu=1, gpu=0, memMB=64)\n"
+    )
+    _write_dist(site, "zz-reload", "zz.tiny = zz_plugin_reload:tiny\n")
+
+    assert "zz.tiny" not in named_resources  # loads and caches the table without the plug-in
+    sys.path.insert(0, str(site))
+    try:
+        importlib.invalidate_caches()
+        assert "zz.tiny" not in named_resources, "the cached table is kept until reload()"
+        named_resources.reload()
+        assert named_resources["zz.tiny"] == Resource(cpu=1, gpu=0, memMB=64)
+        assert "zz.tiny" in list(named_resources)
+    finally:
+        sys.path.remove(str(site))
+        sys.modules.pop("zz_plugin_reload", None)
+        importlib.invalidate_caches()
+        named_resources.reload()
+    assert "zz.tiny" not in named_resources
+    with pytest.raises(KeyError, match="No named resource found for `zz.tiny`"):
+        named_resources["zz.tiny"]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
-from typing import Dict, List, Mapping, Union
+from typing import Callable, Dict, List, Mapping, Union
 
 import pytest
 
+from torchspec.specs import cases
 from torchspec.specs.api import CfgVal, InvalidRunConfigException, get_type_name, runopt, runopts, to_dict
 
 
@@ -308,3 +309,84 @@ def test_get_type_name() -> None:
     assert get_type_name(List[int]) == "typing.List[int]"  # type: ignore[arg-type]
     assert get_type_name(Dict[str, int]) == "typing.Dict[str, int]"  # type: ignore[arg-type]
     assert get_type_name(List[List[int]]) == "typing.List[typing.List[int]]"  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- camelCase spellings
+
+
+@pytest.mark.parametrize(
+    "snake, camel",
+    [("cluster_name", "clusterName"), ("num_retries", "numRetries"), ("hpc_cluster_uuid", "hpcClusterUuid"),
+     ("name", "name"), ("gpu2_count", "gpu2Count")],
+)  # fmt: skip
+def test_cases_convert_both_ways(snake: str, camel: str) -> None:
+    assert cases.snake_to_camel(snake) == camel
+    assert cases.camel_to_snake(camel) == snake
+    assert cases.camel_to_snake(cases.snake_to_camel(snake)) == snake
+
+
+@pytest.mark.parametrize("name", ["K", "UNKWN", "_private", "aws_p3.2xlarge", "", "already_snake"])
+def test_cases_leave_names_without_humps_alone(name: str) -> None:
+    assert cases.camel_to_snake(name) == name
+    assert cases.spellings(name)[0] == name
+
+
+def test_spellings_lists_the_given_name_first() -> None:
+    assert cases.spellings("runAs") == ("runAs", "run_as")
+    assert cases.spellings("run_as") == ("run_as", "runAs")
+    assert cases.spellings("K") == ("K",)
+
+
+def test_get_accepts_either_spelling() -> None:
+    opts = get_runopts()
+    assert opts.get("clusterId") is opts.get("cluster_id") is not None
+    camel_declared = runopts()
+    camel_declared.add("imageRepo", type_=str, help="where images go")
+    assert camel_declared.get("image_repo") is camel_declared.get("imageRepo") is not None
+    assert opts.get("nope") is None and opts.get("noPe") is None
+
+
+def test_exact_spelling_wins_when_both_are_declared() -> None:
+    opts = runopts()
+    opts.add("run_as", type_=str, help="snake", default="a")
+    opts.add("runAs", type_=str, help="camel", default="b")
+    assert opts.get("run_as").help == "snake" and opts.get("runAs").help == "camel"  # type: ignore[union-attr]
+    assert opts.resolve({"runAs": "x"}) == {"runAs": "x", "run_as": "a"}
+
+
+def test_resolve_keeps_only_the_declared_spelling() -> None:
+    resolved = get_runopts().resolve({"runAs": "foobar", "clusterId": "c1", "someOtherOpt": 1})
+    assert resolved == {"run_as": "foobar", "cluster_id": "c1", "priority": 10, "someOtherOpt": 1}
+
+
+def test_resolve_checks_types_of_aliased_keys() -> None:
+    with pytest.raises(InvalidRunConfigException, match="cluster_id, must be of type: str"):
+        get_runopts().resolve({"run_as": "me", "clusterId": 123})
+
+
+def test_equal_values_under_both_spellings_collapse() -> None:
+    assert get_runopts().resolve({"run_as": "alice", "runAs": "alice"})["run_as"] == "alice"
+
+
+@pytest.mark.parametrize(
+    "parse",
+    [
+        lambda opts: opts.resolve({"run_as": "alice", "runAs": "bob"}),
+        lambda opts: opts.resolve({"runAs": "bob", "run_as": "alice"}),
+        lambda opts: opts.cfg_from_str("run_as=alice,runAs=bob"),
+        lambda opts: opts.cfg_from_json_repr('{"run_as": "alice", "runAs": "bob"}'),
+    ],
+)
+def test_different_values_under_both_spellings_raise(parse: Callable[[runopts], object]) -> None:
+    with pytest.raises(InvalidRunConfigException, match="run_as.*two spellings") as raised:
+        parse(get_runopts())
+    assert raised.value.cfg_key == "run_as"
+    assert "alice" in str(raised.value) and "bob" in str(raised.value)
+
+
+def test_parsers_key_values_by_the_declared_spelling(caplog: pytest.LogCaptureFixture) -> None:
+    opts = get_runopts()
+    with caplog.at_level(logging.WARNING):
+        assert opts.cfg_from_str("runAs=alice,clusterId=c1") == {"run_as": "alice", "cluster_id": "c1"}
+    assert caplog.records == [], "an alias is a known option, not an unknown one"
+    assert opts.cfg_from_json_repr('{"runAs": "alice", "priority": 3}') == {"run_as": "alice", "priority": 3}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Iterator
 
@@ -234,13 +235,21 @@ def test_to_json() -> None:
             {
                 "role": "worker",
                 "replicas": [
-                    {"id": 1, "state": 3, "role": "worker", "hostname": "localhost", "structured_error_msg": "<NONE>"},
+                    {
+                        "id": 1,
+                        "state": 3,
+                        "role": "worker",
+                        "hostname": "localhost",
+                        "structured_error_msg": "<NONE>",
+                        "hostaddr": "localhost",
+                    },
                     {
                         "id": 0,
                         "state": 5,
                         "role": "worker",
                         "hostname": "localhost",
                         "structured_error_msg": NESTED_ERROR,
+                        "hostaddr": "localhost",
                     },
                 ],
             }
@@ -250,3 +259,16 @@ def test_to_json() -> None:
         "url": None,
     }
     assert _two_replica_status().to_json(filter_roles=["other"])["roles"] == []
+
+
+def test_hostaddr_defaults_to_the_hostname() -> None:
+    assert ReplicaStatus(id=0, state=AppState.RUNNING, role="w", hostname="node-0").hostaddr == "node-0"
+    explicit = ReplicaStatus(id=0, state=AppState.RUNNING, role="w", hostname="node-0", hostaddr="10.0.0.7")
+    assert (explicit.hostname, explicit.hostaddr) == ("node-0", "10.0.0.7")
+
+
+def test_to_json_is_plain_json() -> None:
+    result = _two_replica_status().to_json()
+    states = [replica["state"] for replica in result["roles"][0]["replicas"]]
+    assert states == [3, 5] and all(type(state) is int for state in states)
+    assert json.loads(json.dumps(result)) == result

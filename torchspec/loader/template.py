@@ -16,6 +16,7 @@ has a time limit.  Environment variables are reachable only through
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import signal
@@ -77,7 +78,6 @@ class Renderer:
         self.env_read: list[str] = []
         self._jinja: Any = None
         self._context: dict[str, Any] | None = None
-        self._cache: dict[str, Any] = {}
 
     # ------------------------------------------------------------ public
 
@@ -165,20 +165,14 @@ class Renderer:
 
     def jinja(self) -> Any:
         if self._jinja is None:
-            self._jinja = _make_environment(self.roots)
+            self._jinja = _environment(tuple(self.roots))
         return self._jinja
 
     def _template(self, source: str) -> Any:
-        key = "t:" + source
-        if key not in self._cache:
-            self._cache[key] = self.jinja().from_string(source)
-        return self._cache[key]
+        return _compiled(self.jinja(), "t", source)
 
     def _expression(self, source: str) -> Any:
-        key = "e:" + source
-        if key not in self._cache:
-            self._cache[key] = self.jinja().compile_expression(source, undefined_to_none=False)
-        return self._cache[key]
+        return _compiled(self.jinja(), "e", source)
 
     def _env(self, name: str, default: Any = _MISSING) -> Any:
         if not isinstance(name, str):
@@ -263,6 +257,29 @@ def _plain(value: Any) -> Any:
                       "convert it, e.g. with | list or | string")
 
 
+@functools.lru_cache(maxsize=64)
+def _environment(roots: tuple[str, ...]) -> Any:
+    """One sandbox per set of allowed folders, shared by every document that has them.
+
+    Sharing matters for lint: a thousand specs in one folder compile each
+    distinct template once, not once per file.
+    """
+    return _make_environment(list(roots))
+
+
+def _compiled(env: Any, kind: str, source: str) -> Any:
+    """A compiled template ("t") or expression ("e"), cached on its environment."""
+    cache: dict[tuple[str, str], Any] = env.compiled_cache
+    key = (kind, source)
+    found = cache.get(key)
+    if found is None:
+        if len(cache) > 4096:
+            cache.clear()
+        found = cache[key] = (env.from_string(source) if kind == "t"
+                              else env.compile_expression(source, undefined_to_none=False))
+    return found
+
+
 def _make_environment(roots: list[str]) -> Any:
     from jinja2 import FileSystemLoader, StrictUndefined, TemplateNotFound
     from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
@@ -289,4 +306,6 @@ def _make_environment(roots: list[str]) -> Any:
                         raise SecurityError(f"repetition would build more than {MAX_REPEAT} items")
             return super().call_binop(context, operator, left, right)
 
-    return Sandbox(loader=ConfinedLoader(roots), undefined=StrictUndefined, autoescape=False)
+    env = Sandbox(loader=ConfinedLoader(roots), undefined=StrictUndefined, autoescape=False)
+    env.compiled_cache = {}  # see _compiled: it lives and dies with its environment
+    return env

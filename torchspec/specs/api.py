@@ -15,7 +15,9 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from string import Template
 from types import MappingProxyType
-from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, List, Mapping, Optional, TypeVar, Union
+
+from torchspec.specs import cases
 
 from torchspec.specs.handles import (
     AppHandle,
@@ -26,7 +28,7 @@ from torchspec.specs.handles import (
     make_app_handle,
     parse_app_handle,
 )
-from torchspec.specs.overrides import resolve_override
+from torchspec.specs.overrides import _OVERRIDES_LOCK_KEY, _OverridesLock, has_overrides, resolve_override
 from torchspec.specs.runopts import (
     CfgVal,
     InvalidRunConfigException,
@@ -52,8 +54,77 @@ from torchspec.specs.status import (
     is_terminal,
 )
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 #: A scheduler's registered name (``"local_docker"``, ``"kubernetes"``...).
 SchedulerBackend = str
+
+
+def TORCHX_HOME(*subdir_paths: str) -> "Path":
+    """The folder tools keep their state in (``~/.torchx``, or ``$TORCHX_HOME``), created if missing.
+
+    ``TORCHX_HOME("conda-pack", "out")`` is a sub-folder of it, created too.
+    The TorchX name and variable are kept on purpose: torchspec and TorchX
+    share caches and state instead of keeping two copies.
+    """
+    from pathlib import Path  # not at import time: most users of the specs never need a path
+
+    override = os.environ.get("TORCHX_HOME")
+    home = Path(override) if override else Path.home() / ".torchx"
+    path = home.joinpath(*subdir_paths)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass
+class Workspace:
+    """Local project folders to ship with a job, each mapped to a folder of the job's image.
+
+    ``projects`` maps a local path to the folder (relative to the image's
+    workspace root) it lands in; ``""`` means the root itself, so the common
+    case, one project at the root, is ``Workspace({"/path/to/proj": ""})``.
+    An empty workspace is falsy: there is nothing to ship.
+    """
+
+    projects: Dict[str, str]
+
+    def __bool__(self) -> bool:
+        return bool(self.projects)
+
+    def is_unmapped_single_project(self) -> bool:
+        """One project copied to the root: the shape that older, path-only workspaces had."""
+        return len(self.projects) == 1 and not next(iter(self.projects.values()))
+
+    def merge_into(self, outdir: Union[str, "Path"]) -> None:
+        """Copy every project into ``outdir`` (at its mapped folder), merging with what is there."""
+        import shutil
+        from pathlib import Path
+
+        for src, dst in self.projects.items():
+            shutil.copytree(src, Path(outdir) / dst, dirs_exist_ok=True)
+
+    @staticmethod
+    def from_str(workspace: str) -> "Workspace":
+        """Parse what :meth:`__str__` writes, or one ``path: folder`` entry per line.
+
+        Entries are separated by newlines or ``;``; ``path`` alone or
+        ``path:`` maps to the root; lines starting with ``#`` are comments.
+        """
+        projects: Dict[str, str] = {}
+        for line in workspace.replace(";", "\n").splitlines():
+            entry = line.strip()
+            if not entry or entry.startswith("#"):
+                continue
+            src, _, dst = entry.rpartition(":") if ":" in entry else (entry, "", "")
+            projects[src.strip()] = dst.strip()
+        return Workspace(projects=projects)
+
+    def __str__(self) -> str:
+        """A single unmapped project is its path; otherwise ``path[:folder]`` entries joined by ``;``."""
+        if self.is_unmapped_single_project():
+            return next(iter(self.projects))
+        return ";".join(f"{src}:{dst}" if dst else src for src, dst in self.projects.items())
 
 
 @dataclass
@@ -62,7 +133,10 @@ class Resource:
 
     ``cpu`` counts logical cores as the scheduler defines them, ``memMB`` is
     RAM in MB, ``capabilities`` are scheduler-interpreted hardware traits and
-    ``devices`` named devices with their counts (e.g. EFA interfaces).  Prefer
+    ``devices`` named devices with their counts (e.g. EFA interfaces).
+    ``tags`` describe the resource itself rather than the hardware (which
+    named resource it came from, whether it is a fraction of a host); see
+    :data:`RESOURCE_TAG_NAME` and :data:`RESOURCE_TAG_IS_FRACTIONAL`.  Prefer
     a named resource (``named_resources["aws_p3.8xlarge"]``) to raw numbers.
     """
 
@@ -71,13 +145,14 @@ class Resource:
     memMB: int
     capabilities: Dict[str, Any] = field(default_factory=dict)
     devices: Dict[str, int] = field(default_factory=dict)
+    tags: Dict[str, Any] = field(default_factory=dict)
 
     @staticmethod
     def copy(original: "Resource", **capabilities: Any) -> "Resource":
         """A copy of ``original`` with ``capabilities`` merged in; given keys win.
 
-        The copy owns its dicts, so tweaking a named resource never changes
-        what the next lookup of that name returns.
+        The copy owns its dicts (devices and tags included), so tweaking a
+        named resource never changes what the next lookup of that name returns.
         """
         merged = dict(original.capabilities)
         merged.update(capabilities)
@@ -87,7 +162,23 @@ class Resource:
             memMB=original.memMB,
             capabilities=merged,
             devices=dict(original.devices),
+            tags=dict(original.tags),
         )
+
+    def is_fractional(self) -> bool:
+        """Whether this resource is a share of a host rather than whole hosts (untagged: no)."""
+        return bool(self.tags.get(RESOURCE_TAG_IS_FRACTIONAL, False))
+
+    def get_resource_name(self) -> Optional[str]:
+        """The named resource this one was registered as, if it is tagged with it."""
+        name = self.tags.get(RESOURCE_TAG_NAME)
+        return None if name is None else str(name)
+
+
+#: ``Resource.tags`` key: the name the resource is registered under.
+RESOURCE_TAG_NAME = "resource_name"
+#: ``Resource.tags`` key: True for a resource that is a fraction of a host.
+RESOURCE_TAG_IS_FRACTIONAL = "is_fractional"
 
 
 #: "The resource does not matter" (schedulers ignore it); the default of every Role.
@@ -148,7 +239,7 @@ class macros:
                 clone = copy.deepcopy(role)
             finally:
                 role.overrides = overrides
-            if overrides:
+            if has_overrides(overrides):
                 clone.overrides = overrides
 
             clone.args = [self.substitute(arg) for arg in clone.args]
@@ -414,10 +505,15 @@ __all__ = [
     "RetryPolicy",
     "Role",
     "RoleStatus",
+    "RESOURCE_TAG_IS_FRACTIONAL",
+    "RESOURCE_TAG_NAME",
     "SchedulerBackend",
+    "TORCHX_HOME",
     "UnknownAppException",
     "UnknownSchedulerException",
     "VolumeMount",
+    "Workspace",
+    "cases",
     "get_type_name",
     "is_started",
     "is_terminal",
@@ -431,6 +527,8 @@ __all__ = [
     # private, but TorchX's own tests import them from torchx.specs.api
     "_APP_STATUS_FORMAT_TEMPLATE",
     "_EMBEDDED_ERROR_MESSAGE_RE",
+    "_OVERRIDES_LOCK_KEY",
+    "_OverridesLock",
     "_RPC_ERROR_MESSAGE_RE",
     "_STARTED_STATES",
     "_TERMINAL_STATES",

@@ -21,7 +21,7 @@ earlier one, so a plug-in can redefine a built-in name.  ``NULL`` and
 ``MISSING`` (both :data:`NULL_RESOURCE`) are added last and cannot be redefined.
 
 Entry points are read on first use, not at import, and cached;
-:func:`clear_named_resources_cache` forgets them (after installing a provider
+:func:`clear_named_resources_cache` (or ``named_resources.reload()``) forgets them (after installing a provider
 into a running process, or in tests).  A provider that fails to load is
 skipped with a warning, so one broken plug-in does not hide every other name.
 
@@ -206,6 +206,14 @@ class _NamedResourcesLibrary(Mapping[str, Resource]):
 
     def __repr__(self) -> str:
         return f"named_resources({named_resource_names()})"
+
+    def reload(self) -> None:
+        """Read the entry points again on next use, e.g. after a provider was installed into this process.
+
+        Same as :func:`clear_named_resources_cache`; here so that code holding
+        only ``named_resources`` can refresh it.
+        """
+        clear_named_resources_cache()
 
 
 #: The registry as a mapping: ``named_resources["gpu.small"]``, ``"gpu.small" in named_resources``.

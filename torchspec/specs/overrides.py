@@ -6,6 +6,13 @@ zero-argument callable or an awaitable in ``Role.overrides[attr]``.  The first
 read of ``role.attr`` runs it once, stores the result on the role and leaves a
 memo in ``overrides`` that still answers when called, which is what code
 reading the raw dict expects.
+
+Each ``overrides`` dict carries its own re-entrant lock, stored in the dict
+under :data:`_OVERRIDES_LOCK_KEY` the first time one of its producers runs:
+roles that share the dict (``macros.Values.apply`` copies do) then share the
+lock, so a producer runs once however many threads read concurrently, while
+a slow producer of one dict never holds up reads of another.  Values already
+resolved are read without taking any lock.
 """
 
 from __future__ import annotations
@@ -19,9 +26,51 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# One re-entrant lock: a producer may read another overridden attribute of the
-# same role on the same thread, and concurrent readers must not run a producer twice.
-_RESOLVE_LOCK = threading.RLock()
+#: The reserved ``overrides`` key holding the dict's :class:`_OverridesLock`.  It
+#: starts with ``__`` so it can never name a Role attribute that reads go through.
+_OVERRIDES_LOCK_KEY = "__overrides_lock__"
+
+
+class _OverridesLock:
+    """The single-flight lock of one ``overrides`` dict.
+
+    Re-entrant, because a producer may read another overridden attribute of
+    the same role on the same thread.  It is state, not part of a role's
+    value: a deep copy gets a fresh lock (a lock cannot be copied) and any two
+    compare equal, so roles that differ only in having resolved something
+    are still equal.
+    """
+
+    __slots__ = ("lock",)
+
+    def __init__(self) -> None:
+        self.lock: Any = threading.RLock()
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "_OverridesLock":
+        return _OverridesLock()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _OverridesLock)
+
+    def __hash__(self) -> int:
+        return hash(_OverridesLock)
+
+    def __repr__(self) -> str:
+        return "<overrides lock>"
+
+
+def _lock_of(overrides: Dict[str, Any]) -> _OverridesLock:
+    """The dict's lock, minted on first use; ``setdefault`` is atomic, so racing threads get the same one."""
+    holder = overrides.get(_OVERRIDES_LOCK_KEY)
+    if isinstance(holder, _OverridesLock):
+        return holder
+    minted: _OverridesLock = overrides.setdefault(_OVERRIDES_LOCK_KEY, _OverridesLock())
+    return minted
+
+
+def has_overrides(overrides: Dict[str, Any]) -> bool:
+    """Whether ``overrides`` holds any attribute at all (its lock alone does not count)."""
+    return any(key != _OVERRIDES_LOCK_KEY for key in overrides)
 
 
 class _Resolved:
@@ -87,11 +136,12 @@ def resolve_override(owner: object, name: str, overrides: Dict[str, Any]) -> Any
     share it), so the memo in the dict, not the owner's own attribute, is the
     value every sharer sees; it is copied onto the owner so that ``vars()``
     and deep copies agree with what attribute reads return.  A producer that
-    raises leaves ``overrides`` as it was, so a later read retries.
+    raises leaves ``overrides`` as it was, so a later read retries.  Only an
+    unresolved entry takes the dict's lock.
     """
     entry = overrides[name]
     if not isinstance(entry, _Resolved):
-        with _RESOLVE_LOCK:
+        with _lock_of(overrides).lock:
             entry = overrides[name]
             if not isinstance(entry, _Resolved):
                 if inspect.isawaitable(entry):
@@ -106,4 +156,4 @@ def resolve_override(owner: object, name: str, overrides: Dict[str, Any]) -> Any
     return entry.value
 
 
-__all__ = ["resolve_override"]
+__all__ = ["_OVERRIDES_LOCK_KEY", "_OverridesLock", "has_overrides", "resolve_override"]

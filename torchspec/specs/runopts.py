@@ -13,6 +13,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Type, Union
 
+from torchspec.specs.cases import spellings
+
 #: The values a run option may hold: primitives, a list of str, a str -> str dict, or None (unset).
 CfgVal = Union[str, int, float, bool, List[str], Dict[str, str], None]
 
@@ -165,8 +167,40 @@ class runopts:
             return False
 
     def get(self, name: str) -> Optional[runopt]:
-        """The option declared as ``name``, or None."""
-        return self._opts.get(name, None)
+        """The option declared as ``name`` or as its other spelling (``runAs`` for ``run_as``), or None."""
+        key = self._declared_key(name)
+        return None if key is None else self._opts[key]
+
+    def _declared_key(self, name: str) -> Optional[str]:
+        """The spelling ``name``'s option was declared under; an exact match wins over an alias."""
+        for spelling in spellings(name):
+            if spelling in self._opts:
+                return spelling
+        return None
+
+    def _canonicalize(self, cfg: Mapping[str, CfgVal]) -> Dict[str, CfgVal]:
+        """``cfg`` with every declared option under its declared spelling; unknown keys stay as given.
+
+        The same option given under both spellings is fine when the values
+        agree (they collapse into one) and an error when they differ: silently
+        preferring one would make the result depend on the order of the keys.
+        """
+        out: Dict[str, CfgVal] = {}
+        given_as: Dict[str, str] = {}
+        for key, val in cfg.items():
+            declared = self._declared_key(key) or key
+            if declared in out:
+                if out[declared] != val:
+                    raise InvalidRunConfigException(
+                        f"Run option: {declared}, was given under two spellings with different values:"
+                        f" `{given_as[declared]}={out[declared]}` and `{key}={val}`",
+                        declared,
+                        cfg,
+                    )
+                continue
+            out[declared] = val
+            given_as[declared] = key
+        return out
 
     def resolve(self, cfg: Mapping[str, CfgVal]) -> Dict[str, CfgVal]:
         """A new cfg with defaults filled in, after checking required options and types.
@@ -174,8 +208,10 @@ class runopts:
         ``cfg`` itself is left untouched.  Keys this runopts does not declare
         are kept as they are, because one cfg is often shared by several
         schedulers.  ``None`` counts as "not given" and matches any type.
+        A declared option may be given in camelCase (``runAs``); the result
+        holds it under its declared spelling only.
         """
-        resolved: Dict[str, CfgVal] = dict(cfg)
+        resolved: Dict[str, CfgVal] = self._canonicalize(cfg)
         for key, opt in self._opts.items():
             val = resolved.get(key)
             if opt.is_required and val is None:
@@ -199,6 +235,7 @@ class runopts:
         Unknown keys are dropped (with a log warning): their type is unknown,
         so they cannot be cast.  Defaults and required options are NOT
         handled here; call ``opts.resolve(opts.cfg_from_str(literal))``.
+        Keys come back under their declared spelling, as in :meth:`resolve`.
         """
         cfg: Dict[str, CfgVal] = {}
         for key, val in to_dict(cfg_str).items():
@@ -210,7 +247,7 @@ class runopts:
                 logging.getLogger(__name__).warning("Unknown run option passed to scheduler: %s=%s", key, val)
                 continue
             cfg[key] = opt.cast_to_type(val)
-        return cfg
+        return self._canonicalize(cfg)
 
     def cfg_from_json_repr(self, json_repr: str) -> Dict[str, CfgVal]:
         """Typed values from a JSON object; unknown keys are dropped, ``null`` stays None.
@@ -232,7 +269,7 @@ class runopts:
                 cfg[key] = {str(k): str(v) for k, v in val.items()}
             else:
                 cfg[key] = val
-        return cfg
+        return self._canonicalize(cfg)
 
     def add(
         self,

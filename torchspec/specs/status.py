@@ -84,7 +84,9 @@ def is_started(state: AppState) -> bool:
 class ReplicaStatus:
     """One replica of a role; ``id`` is the node rank within the role, not a worker rank.
 
-    ``structured_error_msg`` holds the replica's JSON reply file, if it left one.
+    ``structured_error_msg`` holds the replica's JSON reply file, if it left
+    one.  ``hostaddr`` is the address to reach the replica at; schedulers that
+    know only a host name leave it out and it is the host name.
     """
 
     id: int
@@ -92,6 +94,11 @@ class ReplicaStatus:
     role: str
     hostname: str
     structured_error_msg: str = NONE
+    hostaddr: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.hostaddr:
+            self.hostaddr = self.hostname
 
 
 @dataclass
@@ -102,8 +109,13 @@ class RoleStatus:
     replicas: List[ReplicaStatus]
 
     def to_json(self) -> Dict[str, Any]:
-        """A JSON-ready dict (replica states stay ints, as the enum is an int)."""
-        return {"role": self.role, "replicas": [asdict(replica) for replica in self.replicas]}
+        """A JSON-ready dict; replica states are plain ints, which ``json.dumps`` writes as numbers."""
+        replicas = []
+        for replica in self.replicas:
+            data = asdict(replica)
+            data["state"] = int(replica.state)
+            replicas.append(data)
+        return {"role": self.role, "replicas": replicas}
 
 
 def _parse_reply_file(raw: str) -> Optional[Tuple[str, Any, Any]]:
