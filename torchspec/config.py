@@ -3,25 +3,75 @@
 Project settings live in ``.torchspec.toml`` (found from the working folder
 upwards) or under ``[tool.torchspec]`` in ``pyproject.toml``; user settings
 in ``$XDG_CONFIG_HOME/torchspec/config.toml``.  Project beats user; command
-line flags beat both.  Sections: ``[lint]`` (select, ignore, exclude, strict,
-template_paths, max_file_size).
+line flags beat both (applying those is the caller's job).  Tables merge key
+by key, at every depth, so a project file can change one run option of a
+scheduler and keep the user's others.
+
+Sections::
+
+    default_scheduler = "local"          # or under [cli]
+
+    [lint]                               # select, ignore, exclude, strict, template_paths, max_file_size
+    ignore = ["TS305"]
+
+    [scheduler.local]                    # run option defaults (cfg) for one scheduler, below -c
+    log_dir = "/tmp/logs"
+
+    [component."dist.ddp"]               # param defaults for a component, below -p
+    j = "2x4"
+    [component."jobs/train.yaml"]        # a spec path, relative to this config file
+    lr = 0.1
+
+This module knows nothing about schedulers beyond the ``runopts`` they
+declare, so ``torchspec lint`` never imports a backend to read its settings.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchspec.errors import UsageError
 
+if TYPE_CHECKING:
+    from torchspec.specs.runopts import CfgVal, runopts
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+__all__ = [
+    "Config",
+    "component_defaults",
+    "config_key",
+    "default_scheduler",
+    "explain",
+    "find_project_config",
+    "load_config",
+    "scheduler_cfg",
+    "user_config_path",
+]
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_SPEC_SUFFIXES = (".yaml", ".yml", ".toml", ".json")
 
 
 @dataclass
 class Config:
+    """The merged settings, plus the file behind every value.
+
+    ``sources`` maps a dotted key as TOML spells it (``lint.ignore``,
+    ``scheduler.local.log_dir``, ``component."dist.ddp".j``) to the file that
+    set it; ``files`` lists the files read, lowest precedence first.
+    """
+
     data: dict[str, Any] = field(default_factory=dict)
-    #: "section.key" -> the file that set it
+    #: dotted key -> the file that set it
     sources: dict[str, str] = field(default_factory=dict)
+    #: the files read, lowest precedence first
+    files: list[str] = field(default_factory=list)
 
     def section(self, name: str) -> dict[str, Any]:
         value = self.data.get(name, {})
@@ -52,6 +102,7 @@ def find_project_config(start: str | None = None) -> tuple[str, dict[str, Any]] 
 
 
 def load_config(start: str | None = None) -> Config:
+    """The user file, then the project file found from ``start`` (default: the cwd) upwards, merged."""
     config = Config()
     user = user_config_path()
     layers = []
@@ -61,16 +112,228 @@ def load_config(start: str | None = None) -> Config:
     if project:
         layers.append(project)
     for path, data in layers:
-        for section, values in data.items():
-            if isinstance(values, dict):
-                target = config.data.setdefault(section, {})
-                for key, value in values.items():
-                    target[key] = value
-                    config.sources[f"{section}.{key}"] = path
-            else:
-                config.data[section] = values
-                config.sources[section] = path
+        config.files.append(path)
+        _merge(config, config.data, _anchor_component_paths(data, path), (), path)
     return config
+
+
+# ---------------------------------------------------------------- what the runner and the CLI ask
+
+
+def default_scheduler(config: Config) -> str | None:
+    """``default_scheduler`` (top level or under ``[cli]``) from the file with the highest precedence.
+
+    Both spellings are accepted because TorchX users look for a ``[cli]``
+    table; if one file sets both, ``[cli]`` wins.
+    """
+    # (file rank, spelling rank, key, value): the later file wins, then [cli]
+    candidates = []
+    cli = config.section("cli")
+    if "default_scheduler" in cli:
+        key = "cli.default_scheduler"
+        candidates.append((_rank(config, key), 1, key, cli["default_scheduler"]))
+    if "default_scheduler" in config.data:
+        key = "default_scheduler"
+        candidates.append((_rank(config, key), 0, key, config.data["default_scheduler"]))
+    if not candidates:
+        return None
+    _, _, key, value = max(candidates, key=lambda c: (c[0], c[1]))
+    if not isinstance(value, str) or not value:
+        raise UsageError(f"{config.sources.get(key, 'config')}: {key} must be a scheduler name (a string)",
+                         'write: default_scheduler = "local"')
+    return value
+
+
+def scheduler_cfg(config: Config, name: str, opts: "runopts | None" = None) -> dict[str, "CfgVal"]:
+    """The run option defaults that ``[scheduler.NAME]`` sets, typed by ``opts`` when given.
+
+    TOML values are typed already; text is cast as ``-c`` text would be
+    (``"a;b"`` for a list, ``"true"`` for a bool) so either spelling works.
+    Keys the scheduler does not declare are dropped with a warning, as
+    TorchX's ``.torchxconfig`` loader does: they are typos or stale options,
+    and one config file serves every scheduler.
+    """
+    table = config.section("scheduler").get(name, {})
+    if not isinstance(table, dict):
+        raise UsageError(f"{config.sources.get(_key(('scheduler', name)), 'config')}: scheduler.{name} must be a table",
+                         f"write: [scheduler.{name}] followed by key = value lines")
+    if opts is None:
+        return dict(table)
+    out: dict[str, CfgVal] = {}
+    for key, value in table.items():
+        source = config.sources.get(_key(("scheduler", name, key)), "config")
+        opt = opts.get(key)
+        if opt is None:
+            logger.warning("%s: `%s` in [scheduler.%s] is not a run option of the %s scheduler; ignored",
+                           source, key, name, name)
+            continue
+        out[key] = _typed(value, opt, source, f"scheduler.{name}.{key}")
+    return out
+
+
+def component_defaults(config: Config) -> dict[str, dict[str, str]]:
+    """``[component."NAME_OR_PATH"]`` tables as ``{component: {param: value as -p text}}``.
+
+    Values become the text ``-p`` would take (``true``, ``2``, JSON for lists
+    and maps) because component defaults slot in under ``-p`` values and go
+    through the same conversion.  Path keys come back absolute (they are
+    written relative to the config file that holds them).
+    """
+    out: dict[str, dict[str, str]] = {}
+    for component, table in config.section("component").items():
+        if not isinstance(table, dict):
+            source = config.sources.get(_key(("component", component)), "config")
+            raise UsageError(
+                f"{source}: component.{component} must be a table",
+                f'write: [component."{component}"] followed by param = value lines')
+        out[component] = {str(k): _param_text(v) for k, v in table.items()}
+    return out
+
+
+def explain(config: Config) -> list[tuple[str, Any, str]]:
+    """Every setting as ``(dotted key, value, file that set it)``, sorted by key, for ``torchspec config``."""
+    rows = []
+    for key, source in config.sources.items():
+        rows.append((key, _lookup(config.data, key), source))
+    return sorted(rows, key=lambda row: row[0])
+
+
+# ---------------------------------------------------------------- merging
+
+
+def _merge(config: Config, target: dict[str, Any], data: dict[str, Any], prefix: tuple[str, ...], path: str) -> None:
+    """Merge ``data`` into ``target``: tables key by key, anything else replaced whole."""
+    for key, value in data.items():
+        here = prefix + (key,)
+        if isinstance(value, dict):
+            existing = target.get(key)
+            if not isinstance(existing, dict):
+                target[key] = existing = {}
+                _forget(config, here)
+            _merge(config, existing, value, here, path)
+        else:
+            if isinstance(target.get(key), dict):
+                _forget(config, here)
+            target[key] = value
+            config.sources[_key(here)] = path
+
+
+def _forget(config: Config, parts: tuple[str, ...]) -> None:
+    """Drop the sources of a table that a plain value replaced (or the other way round)."""
+    key = _key(parts)
+    for k in [k for k in config.sources if k == key or k.startswith(key + ".")]:
+        del config.sources[k]
+
+
+def _anchor_component_paths(data: dict[str, Any], config_path: str) -> dict[str, Any]:
+    """``[component."jobs/x.yaml"]`` keys made absolute against the config file's folder.
+
+    Done per file before merging, so a relative path in the user file and one
+    in the project file can never be confused.
+    """
+    components = data.get("component")
+    if not isinstance(components, dict):
+        return data
+    folder = os.path.dirname(os.path.abspath(config_path))
+    anchored = {}
+    for name, table in components.items():
+        if _is_path(name):
+            name = os.path.normpath(os.path.join(folder, os.path.expanduser(name)))
+        anchored[name] = table
+    return dict(data, component=anchored)
+
+
+def _is_path(name: str) -> bool:
+    """A component key that names a file rather than a built-in (``dist.ddp`` has no slash, no suffix)."""
+    return "/" in name or os.sep in name or name.startswith(("~", ".")) or name.endswith(_SPEC_SUFFIXES)
+
+
+def config_key(*parts: str) -> str:
+    """A dotted key as TOML writes it, as :attr:`Config.sources` and :func:`explain` spell it.
+
+    Parts that are not bare keys are quoted: ``component."dist.ddp".j``.
+    """
+    return ".".join(p if _BARE_KEY.match(p) else json.dumps(p) for p in parts)
+
+
+def _key(parts: tuple[str, ...]) -> str:
+    return config_key(*parts)
+
+
+def _split_key(key: str) -> list[str]:
+    parts, i = [], 0
+    while i < len(key):
+        if key[i] == '"':
+            end = i + 1
+            while key[end] != '"':
+                end += 2 if key[end] == "\\" else 1
+            parts.append(json.loads(key[i:end + 1]))
+            i = end + 2
+        else:
+            end = key.find(".", i)
+            end = len(key) if end < 0 else end
+            parts.append(key[i:end])
+            i = end + 1
+    return parts
+
+
+def _lookup(data: dict[str, Any], key: str) -> Any:
+    value: Any = data
+    for part in _split_key(key):
+        value = value[part]
+    return value
+
+
+def _rank(config: Config, key: str) -> int:
+    source = config.sources.get(key)
+    return config.files.index(source) if source in config.files else -1
+
+
+# ---------------------------------------------------------------- values
+
+
+def _typed(value: Any, opt: Any, source: str, where: str) -> "CfgVal":
+    """A config value as the run option's type; text is cast the way ``-c`` text is."""
+    from torchspec.specs.runopts import get_type_name, runopts as _runopts
+
+    if _runopts.is_type(value, opt.opt_type):
+        return value  # type: ignore[no-any-return]
+    try:
+        if isinstance(value, str):
+            return opt.cast_to_type(value)  # type: ignore[no-any-return]
+        if opt.opt_type is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, list):
+            candidate: Any = [_scalar_text(v) for v in value]
+        elif isinstance(value, dict):
+            candidate = {str(k): _scalar_text(v) for k, v in value.items()}
+        elif opt.opt_type is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+            candidate = str(value)
+        else:
+            candidate = None
+        if candidate is not None and _runopts.is_type(candidate, opt.opt_type):
+            return candidate  # type: ignore[no-any-return]
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"{source}: {where}: {e}", f"give a {get_type_name(opt.opt_type)}") from None
+    raise UsageError(f"{source}: {where} must be a {get_type_name(opt.opt_type)}, not {value!r}",
+                     f"give a {get_type_name(opt.opt_type)}")
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        raise TypeError(f"{value!r} is nested; only flat lists and maps of text are allowed")
+    return str(value)
+
+
+def _param_text(value: Any) -> str:
+    """A TOML value as ``-p`` text: the loader converts it to the param's declared type."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, default=str)
+    return str(value)
 
 
 def _mentions_torchspec(path: str) -> bool:

@@ -4,10 +4,13 @@ Commands are imported only when invoked, so ``torchspec --version`` and
 ``torchspec lint`` never pay for docker, kubernetes or rich.
 
 Exit codes (stable, documented in README):
-  0  success, or lint found nothing
+  0  success, or lint found nothing, or the app SUCCEEDED (wait, submit --wait/--log)
   1  the spec (or a lint run) has errors
-  2  usage error: bad option, missing file, unknown code
+  2  usage error: bad option, missing file, unknown code, scheduler, component or app handle
   3  internal error (a bug in torchspec; set TORCHSPEC_DEBUG=1 for the traceback)
+  4  the app FAILED (wait, submit --wait/--log)
+  5  the app was CANCELLED (wait, submit --wait/--log)
+  124  wait --timeout ran out before the app ended
 """
 
 from __future__ import annotations
@@ -27,6 +30,19 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "lint": ("torchspec.cli.lint_cmd", "lint", "Check spec files for errors (syntax, schema, params, templates)."),
     "render": ("torchspec.cli.render_cmd", "render", "Print the materialised AppDef of a spec file."),
     "schema": ("torchspec.cli.schema_cmd", "schema", "Print the AppDef JSON Schema."),
+    "dryrun": ("torchspec.cli.submit_cmd", "dryrun", "Print what submit would send to the scheduler, sending nothing."),
+    "submit": ("torchspec.cli.submit_cmd", "submit", "Submit a spec file or built-in component; print its app handle."),
+    "run": ("torchspec.cli.submit_cmd", "submit", "Alias of submit."),
+    "status": ("torchspec.cli.status_cmd", "status", "Show an app's state, per role and replica."),
+    "logs": ("torchspec.cli.logs_cmd", "logs", "Print (or follow) an app's logs, prefixed with role/replica."),
+    "wait": ("torchspec.cli.wait_cmd", "wait", "Wait for an app to end; the exit code says how it ended."),
+    "cancel": ("torchspec.cli.apps_cmd", "cancel", "Cancel an app and everything it started."),
+    "list": ("torchspec.cli.apps_cmd", "list_apps", "List the apps a scheduler knows about."),
+    "describe": ("torchspec.cli.apps_cmd", "describe", "Show the AppDef an app was submitted with."),
+    "runopts": ("torchspec.cli.info_cmd", "runopts", "Print the run options (-c) of the schedulers."),
+    "schedulers": ("torchspec.cli.info_cmd", "schedulers", "List the registered schedulers (default marked)."),
+    "builtins": ("torchspec.cli.info_cmd", "builtins", "List the built-in components."),
+    "config": ("torchspec.cli.info_cmd", "config_cmd", "Show the effective configuration and where each value is set."),
 }
 
 
@@ -108,7 +124,15 @@ def build_cli() -> Any:
     def cli() -> None:
         """Declarative job specs for distributed PyTorch: lint, render and run them anywhere.
 
-        Exit codes: 0 ok, 1 spec errors found, 2 usage error, 3 internal error.
+        \b
+        Exit codes:
+          0  ok; with wait and submit --wait/--log: the app SUCCEEDED
+          1  spec errors found
+          2  usage error (bad option, unknown scheduler, component or app handle)
+          3  internal error
+          4  the app FAILED (wait, submit --wait/--log)
+          5  the app was CANCELLED (wait, submit --wait/--log)
+          124  wait --timeout ran out before the app ended
         """
 
     return cli

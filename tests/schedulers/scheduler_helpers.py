@@ -1,0 +1,54 @@
+"""Helpers for scheduler tests: waiting on apps and checking processes without psutil."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable, Optional
+
+from torchspec import specs
+from torchspec.schedulers.api import DescribeAppResponse
+from torchspec.schedulers.local import LocalScheduler
+
+#: Generous: the suite must pass on a loaded 2-core machine, and waits end as soon as the condition holds.
+TIMEOUT_S = 60.0
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = TIMEOUT_S, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def wait_terminal(sched: LocalScheduler, app_id: str, timeout: float = TIMEOUT_S) -> DescribeAppResponse:
+    found: list[Optional[DescribeAppResponse]] = [None]
+
+    def terminal() -> bool:
+        found[0] = sched.describe(app_id)
+        return found[0] is not None and specs.is_terminal(found[0].state)
+
+    wait_for(terminal, timeout, f"{app_id} to finish")
+    assert found[0] is not None
+    return found[0]
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs.
+
+    Zombies (dead, not yet reaped by a parent that may never reap them) count
+    as dead, but only once all their threads are gone: a killed
+    multi-threaded process shows a zombie main thread while the others still
+    exit and still hold its files.
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            zombie = stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+        return not zombie or len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return True

@@ -1,0 +1,136 @@
+"""The Scheduler base class and helpers, through a minimal in-memory scheduler."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional
+
+import pytest
+
+from torchspec import specs
+from torchspec.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+    filter_regex,
+    split_lines,
+)
+
+
+class MemoryScheduler(Scheduler[Dict[str, Any]]):
+    """Keeps apps in a dict; records the calls the base class makes."""
+
+    def __init__(self, session_name: str = "test") -> None:
+        super().__init__("memory", session_name)
+        self.apps: Dict[str, specs.AppDef] = {}
+        self.cancelled: List[str] = []
+
+    def _run_opts(self) -> specs.runopts:
+        opts = specs.runopts()
+        opts.add("foo", type_=str, default="bar", help="a test option")
+        return opts
+
+    def _submit_dryrun(self, app: specs.AppDef, cfg: Mapping[str, Any]) -> specs.AppDryRunInfo[Dict[str, Any]]:
+        return specs.AppDryRunInfo({"name": app.name, "cfg": dict(cfg), "pre_proc": []}, repr)
+
+    def schedule(self, dryrun_info: specs.AppDryRunInfo[Any]) -> str:
+        app = dryrun_info.app
+        assert app is not None
+        self.apps[app.name] = app
+        return app.name
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        if app_id not in self.apps:
+            return None
+        return DescribeAppResponse(app_id=app_id, state=specs.AppState.RUNNING, roles=self.apps[app_id].roles)
+
+    def list(self) -> List[ListAppResponse]:
+        return [ListAppResponse(app_id=name, state=specs.AppState.RUNNING) for name in self.apps]
+
+    def _cancel_existing(self, app_id: str) -> None:
+        self.cancelled.append(app_id)
+
+
+class TaggingRole(specs.Role):
+    def pre_proc(self, scheduler: str, dryrun_info: specs.AppDryRunInfo[Any]) -> specs.AppDryRunInfo[Any]:
+        dryrun_info.request["pre_proc"].append((scheduler, self.name))
+        return dryrun_info
+
+
+def app() -> specs.AppDef:
+    return specs.AppDef(
+        "app",
+        roles=[
+            TaggingRole("a", image="img", entrypoint="x", resource=specs.Resource(cpu=1, gpu=0, memMB=1)),
+            TaggingRole("b", image="img", entrypoint="x", resource=specs.Resource(cpu=1, gpu=0, memMB=1)),
+        ],
+    )
+
+
+def test_submit_is_dryrun_then_schedule() -> None:
+    sched = MemoryScheduler()
+    assert sched.submit(app(), {}) == "app"
+    assert sched.exists("app") and not sched.exists("other")
+    assert [r.app_id for r in sched.list()] == ["app"]
+
+
+def test_submit_dryrun_resolves_cfg_runs_pre_proc_and_attaches_app() -> None:
+    sched = MemoryScheduler()
+    the_app = app()
+    info = sched.submit_dryrun(the_app, {})
+    assert info.request["cfg"] == {"foo": "bar"}
+    assert info.request["pre_proc"] == [("memory", "a"), ("memory", "b")]
+    assert info.app is the_app and dict(info.cfg) == {"foo": "bar"}
+    with pytest.raises(specs.InvalidRunConfigException):
+        sched.submit_dryrun(the_app, {"foo": 1})
+
+
+def test_submit_refuses_a_workspace_it_cannot_build() -> None:
+    with pytest.raises(ValueError, match="does not support workspaces"):
+        MemoryScheduler().submit(app(), {}, workspace="/src")
+
+
+def test_cancel_only_existing_apps() -> None:
+    sched = MemoryScheduler()
+    sched.cancel("app")
+    assert sched.cancelled == []
+    sched.submit(app(), {})
+    sched.cancel("app")
+    assert sched.cancelled == ["app"]
+
+
+def test_defaults_of_optional_methods() -> None:
+    sched = MemoryScheduler()
+    with pytest.raises(NotImplementedError, match="MemoryScheduler does not support application log iteration"):
+        sched.log_iter("app", "a")
+    sched.close()
+    sched.close()
+    sched._validate(app(), "memory")
+    no_resource = specs.AppDef("x", roles=[specs.Role("r", image="img", entrypoint="x")])
+    with pytest.raises(ValueError, match="No resource for role: img"):
+        sched._validate(no_resource, "memory")
+
+
+def test_response_defaults_match_torchx() -> None:
+    desc = DescribeAppResponse()
+    assert (desc.app_id, desc.state, desc.num_restarts, desc.msg, desc.structured_error_msg, desc.ui_url) == (
+        "<NOT_SET>", specs.AppState.UNSUBMITTED, -1, specs.NONE, specs.NONE, None,
+    )
+    assert desc.roles == [] and desc.roles_statuses == [] and desc.metadata == {}
+    assert ListAppResponse("a", specs.AppState.RUNNING).app_handle == "<NOT_SET>"
+
+
+def test_stream_values() -> None:
+    assert [s.value for s in Stream] == ["stdout", "stderr", "combined"]
+    assert Stream("stderr") is Stream.STDERR and Stream.COMBINED == "combined"
+
+
+def test_filter_regex_searches_anywhere() -> None:
+    assert list(filter_regex("b+", ["abc", "xyz", "bb"])) == ["abc", "bb"]
+    assert list(filter_regex("^x", ["abc", "xyz"])) == ["xyz"]
+
+
+def test_split_lines_keeps_newlines() -> None:
+    assert split_lines("a\nb\n\nc") == ["a\n", "b\n", "\n", "c"]
+    assert split_lines("") == []
+    assert split_lines("\n") == ["\n"]

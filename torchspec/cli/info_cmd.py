@@ -1,0 +1,118 @@
+"""``torchspec runopts``, ``schedulers``, ``builtins`` and ``config``: what can be used, and how it is set up."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from torchspec.cli.apps_cmd import EXIT_OK, check_scheduler, dump_json, open_runner
+
+
+@click.command()
+@click.argument("scheduler", required=False)
+def runopts(scheduler: str | None) -> int:
+    """Print the run options (-c KEY=VALUE) of SCHEDULER, or of every scheduler.
+
+    Exit codes: 0 ok, 2 unknown scheduler.
+    """
+    with open_runner() as runner:
+        names = [check_scheduler(runner, scheduler)] if scheduler else list(runner.scheduler_backends())
+        for i, name in enumerate(names):
+            if i:
+                click.echo()
+            if scheduler is None:
+                try:
+                    opts = runner.scheduler_run_opts(name)
+                except Exception as e:  # noqa: BLE001 - one broken plug-in must not hide the others
+                    click.echo(f"{name}:\n    unavailable: {e}")
+                    continue
+            else:
+                opts = runner.scheduler_run_opts(name)
+            text = repr(opts) if len(opts) else "    (no run options)"
+            click.echo(f"{name}:\n{text}")
+    return EXIT_OK
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: a list of {name, default}.")
+def schedulers(as_json: bool) -> int:
+    """List the registered scheduler backends; the default one is marked.
+
+    The default is default_scheduler from the configuration, else local.
+    Plug-ins register in the torchspec.schedulers entry-point group.
+    """
+    with open_runner() as runner:
+        names = list(runner.scheduler_backends())
+        default = runner.default_scheduler()
+    if as_json:
+        dump_json([{"name": n, "default": n == default} for n in names])
+        return EXIT_OK
+    width = max((len(n) for n in names), default=0)
+    for name in names:
+        click.echo(f"{name.ljust(width)}  (default)" if name == default else name)
+    return EXIT_OK
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: a list of {name, description, path}.")
+def builtins(as_json: bool) -> int:
+    """List the built-in components that `torchspec submit NAME` accepts, with what each does.
+
+    Each is an ordinary spec file shipped with torchspec (--json shows where),
+    so `torchspec render PATH` shows what it becomes.
+    """
+    from torchspec.components import list_builtins
+
+    found = list_builtins()
+    if as_json:
+        dump_json([{"name": name, "description": desc, "path": path} for name, (path, desc) in found.items()])
+        return EXIT_OK
+    from torchspec.cli import console
+
+    console.table(["NAME", "DESCRIPTION"], [[name, desc] for name, (_, desc) in found.items()], state_column=None)
+    return EXIT_OK
+
+
+@click.command("config")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: files read and {key, value, source} per setting.")
+def config_cmd(as_json: bool) -> int:
+    """Show the effective configuration and the file each value came from.
+
+    Files are read lowest precedence first: the user file
+    ($XDG_CONFIG_HOME/torchspec/config.toml), then the project's
+    .torchspec.toml or [tool.torchspec] in pyproject.toml. Flags win over both.
+    """
+    from torchspec import config as config_mod
+
+    cfg = config_mod.load_config()
+    rows = [(key, value, source) for key, value, source in config_mod.explain(cfg)]
+    if config_mod.default_scheduler(cfg) is None:
+        from torchspec.schedulers import get_default_scheduler_name
+
+        rows.insert(0, ("default_scheduler", get_default_scheduler_name(), "(built-in default)"))
+    if as_json:
+        dump_json({"files": list(cfg.files),
+                   "settings": [{"key": k, "value": v, "source": s} for k, v, s in rows]})
+        return EXIT_OK
+    from torchspec.cli import console
+
+    if cfg.files:
+        click.echo("files read (later ones win): " + ", ".join(cfg.files))
+    else:
+        click.echo(f"no config files found (user file: {config_mod.user_config_path()})", err=False)
+    click.echo()
+    console.table(["KEY", "VALUE", "FROM"], [[k, _toml(v), s] for k, v, s in rows], state_column=None)
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def _toml(value: object) -> str:
+    """A value the way it would be written in the TOML file, so it can be copied back."""
+    import json
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value, default=str)

@@ -1,0 +1,239 @@
+"""``torchspec logs``: the log lines of an app's replicas, each prefixed with ``role/replica``.
+
+Also the log streaming that ``submit --log`` uses, so both print lines the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Iterable, TextIO
+
+import click
+
+from torchspec.cli.apps_cmd import EXIT_OK, open_runner, require_status
+from torchspec.errors import UsageError
+
+if TYPE_CHECKING:
+    from torchspec.runner import Runner
+
+STREAMS = ["stdout", "stderr", "combined"]
+
+_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(w|d|h|min|m|sec|s)")
+
+
+def parse_when(text: str, now: datetime | None = None) -> datetime:
+    """A point in time from ``--since``/``--until``: ISO 8601, or a duration back from now.
+
+    Durations are ``90s``, ``5m``, ``1h``, ``2d``, ``1w`` or combinations such
+    as ``1h30m`` (a bare number is seconds), because "the last five minutes"
+    is what people mean most of the time.  ISO timestamps without a zone are
+    local time; ones with a zone are converted to local time, so the
+    scheduler always compares like with like (naive local datetimes).
+    """
+    value = text.strip()
+    now = now or datetime.now()
+    if value.lower() == "now":
+        return now
+    if re.fullmatch(r"\d+(?:\.\d+)?", value):
+        return now - timedelta(seconds=float(value))
+    compact = value.replace(" ", "").lower()
+    if compact and _DURATION_RE.sub("", compact) == "":
+        seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION_RE.findall(compact))
+        return now - timedelta(seconds=seconds)
+    iso = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+    try:
+        when = datetime.fromisoformat(iso)
+    except ValueError:
+        raise UsageError(f"cannot read {text!r} as a time",
+                         "use an ISO 8601 timestamp (2024-05-01T12:00:00) or a duration back from now "
+                         "(30s, 5m, 1h, 2d, 1h30m)") from None
+    if when.tzinfo is not None:
+        when = when.astimezone().replace(tzinfo=None)
+    return when
+
+
+class _When(click.ParamType):
+    """click type for ``--since``/``--until``, so a bad value is a usage error naming the option."""
+
+    name = "TIME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            return parse_when(str(value))
+        except UsageError as e:
+            self.fail(f"{e.message}; {e.hint}", param, ctx)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One replica whose logs to read."""
+
+    role: str
+    replica: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.role}/{self.replica}"
+
+
+def resolve_targets(runner: "Runner", handle: str, selector: str | None) -> list[Target]:
+    """The replicas named by ``ROLE[/REPLICA]`` (all of them when None), checked against the app.
+
+    Replica counts come from the AppDef the app was submitted with; the
+    status is the fallback for schedulers that cannot describe an app.
+    """
+    status = require_status(runner, handle)
+    replicas: dict[str, list[int]] = {}
+    app = runner.describe(handle)
+    if app is not None:
+        for spec_role in app.roles:
+            replicas[spec_role.name] = list(range(int(spec_role.num_replicas)))
+    for role_status in status.roles:
+        ids = replicas.setdefault(role_status.role, [])
+        ids.extend(r.id for r in role_status.replicas if r.id not in ids)
+    if selector is None:
+        return [Target(role, i) for role, ids in replicas.items() for i in sorted(ids)]
+    role, _, replica = selector.partition("/")
+    if role not in replicas:
+        import difflib
+
+        guess = difflib.get_close_matches(role, list(replicas), n=1)
+        raise UsageError(f"app {handle} has no role {role!r}",
+                         f"did you mean {guess[0]!r}?" if guess else "its roles: " + ", ".join(replicas))
+    if not replica:
+        return [Target(role, i) for i in sorted(replicas[role])]
+    if not replica.isdigit() or int(replica) not in replicas[role]:
+        raise UsageError(f"role {role!r} has no replica {replica!r}",
+                         f"its replicas are 0..{max(replicas[role])}" if replicas[role] else None)
+    return [Target(role, int(replica))]
+
+
+def _stream_value(streams: str | None) -> Any:
+    """The scheduler's ``Stream`` enum member where it has one (TorchX's API), else the plain name."""
+    if streams is None:
+        return None
+    try:
+        from torchspec.schedulers.api import Stream  # type: ignore[attr-defined]
+    except ImportError:
+        return streams
+    return Stream(streams)
+
+
+def print_logs(runner: "Runner", handle: str, targets: list[Target], *, follow: bool = False,
+               regex: str | None = None, since: datetime | None = None, until: datetime | None = None,
+               streams: str | None = None, out: TextIO | None = None, color: bool | None = None) -> None:
+    """Write each target's lines to ``out``, each prefixed with its ``role/replica``.
+
+    Without ``follow`` replicas are printed one after another, so the output
+    is stable and greppable.  With it every replica is tailed at once (one
+    reader thread each) and lines are interleaved as they arrive, until every
+    replica's log ends, which the scheduler signals when the app ends.
+    """
+    from torchspec.cli import console
+
+    out = out or sys.stdout
+    color = console.use_color(out) if color is None else color
+    width = max((len(t.label) for t in targets), default=0)
+    stream = _stream_value(streams)
+
+    def lines(target: Target) -> Iterable[str]:
+        return runner.log_lines(handle, target.role, target.replica, regex=regex, since=since, until=until,
+                                should_tail=follow, streams=stream)
+
+    def write(target: Target, line: str) -> None:
+        out.write(console.log_prefix(target.role, target.replica, color, width) + line.rstrip("\r\n") + "\n")
+
+    if not follow or len(targets) == 1:
+        for target in targets:
+            for line in lines(target):
+                write(target, line)
+                if follow:
+                    out.flush()
+        out.flush()
+        return
+    _follow_all(targets, lines, write, out)
+
+
+def _follow_all(targets: list[Target], lines: Any, write: Any, out: TextIO) -> None:
+    """Tail every target at once; one thread per replica feeds a queue the calling thread prints from.
+
+    Only the calling thread writes, so lines never interleave mid-line; a
+    reader's exception is re-raised here once the others are done.
+    """
+    import queue
+
+    done = object()
+    q: "queue.Queue[tuple[Target, Any]]" = queue.Queue()
+    errors: list[BaseException] = []
+
+    def read(target: Target) -> None:
+        try:
+            for line in lines(target):
+                q.put((target, line))
+        except BaseException as e:  # noqa: BLE001 - handed to the printing thread
+            errors.append(e)
+        finally:
+            q.put((target, done))
+
+    for target in targets:
+        threading.Thread(target=read, args=(target,), name=f"logs-{target.label}", daemon=True).start()
+    remaining = len(targets)
+    while remaining:
+        target, line = q.get()
+        if line is done:
+            remaining -= 1
+            continue
+        write(target, line)
+        out.flush()
+    if errors:
+        raise errors[0]
+
+
+@click.command()
+@click.argument("handle")
+@click.argument("selector", required=False, metavar="[ROLE[/REPLICA]]")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the app ends.")
+@click.option("--regex", metavar="REGEX", help="Only lines matching this Python regular expression.")
+@click.option("--since", type=_When(), help="Only lines from this time on: ISO 8601, or a duration ago (5m, 1h).")
+@click.option("--until", type=_When(), help="Only lines up to this time: ISO 8601, or a duration ago (5m, 1h).")
+@click.option("--streams", type=click.Choice(STREAMS), default=None,
+              help="Which output to show (default: what the scheduler shows, usually combined).")
+def logs(handle: str, selector: str | None, follow: bool, regex: str | None, since: datetime | None,
+         until: datetime | None, streams: str | None) -> int:
+    """Print the logs of an app's replicas, each line prefixed with role/replica.
+
+    Without ROLE every replica of every role is shown; ROLE alone shows all of
+    its replicas; ROLE/REPLICA one. Prefixes are coloured per replica on a
+    terminal (never with NO_COLOR); plain text otherwise.
+
+    Exit codes: 0 ok, 2 malformed or unknown handle, unknown scheduler, role or
+    replica, or a bad --regex/--since/--until.
+    """
+    if regex is not None:
+        try:
+            re.compile(regex)
+        except re.error as e:
+            raise UsageError(f"bad --regex {regex!r}: {e}") from None
+    with open_runner() as runner:
+        targets = resolve_targets(runner, handle, selector)
+        try:
+            print_logs(runner, handle, targets, follow=follow, regex=regex, since=since, until=until,
+                       streams=streams)
+        except BrokenPipeError:
+            # `torchspec logs H | head`: the reader has seen enough, which is no error (click would exit 1);
+            # stdout goes to /dev/null so the interpreter's final flush cannot fail again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except NotImplementedError:
+            scheduler = handle.split("://", 1)[0]
+            raise UsageError(f"the {scheduler} scheduler cannot show logs") from None
+        except ValueError as e:  # the scheduler's word for a request it cannot serve (e.g. a stream it lacks)
+            raise UsageError(f"cannot read the logs of {handle}: {e}") from None
+    return EXIT_OK

@@ -1,0 +1,646 @@
+"""The Runner: submit AppDefs (or spec files) to schedulers and act on the apps, as ``torchx.runner.api``.
+
+A :class:`Runner` holds scheduler *factories* and builds a scheduler the first
+time a backend is used, so a session that only talks to ``local`` never
+imports the Kubernetes SDK.  Every method that takes an app handle
+(``scheduler://session/app_id``) finds the backend from the handle itself,
+so handles printed by one process work in another.
+
+What the runner adds on top of the schedulers, as TorchX's does:
+
+- validation that does not depend on the backend (roles, entrypoint, replicas);
+- ``TORCHSPEC_JOB_ID`` in every role's environment: the app's handle, with
+  ``${app_id}`` left for the scheduler to fill in at schedule time;
+- scheduler constructor parameters from ``TORCHSPEC_*`` environment variables;
+- settings from the config files (:mod:`torchspec.config`) when built with a
+  ``config``: run option defaults per scheduler and param defaults per component.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from datetime import datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, Union
+
+from torchspec.errors import UsageError
+from torchspec.specs import (
+    MISSING,
+    AppDef,
+    AppDryRunInfo,
+    AppHandle,
+    AppStatus,
+    CfgVal,
+    UnknownAppException,
+    UnknownSchedulerException,
+    macros,
+    make_app_handle,
+    parse_app_handle,
+    runopts,
+)
+
+if TYPE_CHECKING:
+    from torchspec.config import Config
+    from torchspec.schedulers import SchedulerFactory
+    from torchspec.schedulers.api import ListAppResponse, Scheduler, Stream
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+#: Set in every role to the app's handle, so an app (or a tracker in it) can name itself.
+ENV_TORCHSPEC_JOB_ID = "TORCHSPEC_JOB_ID"
+#: Set in every role when a parent run is known (from the caller or this same variable).
+ENV_TORCHSPEC_PARENT_RUN_ID = "TORCHSPEC_PARENT_RUN_ID"
+#: The prefix of environment variables passed to scheduler factories as keyword arguments.
+SCHEDULER_PARAM_ENV_PREFIX = "TORCHSPEC_"
+
+#: The session name of :func:`get_runner` when none is given (TorchX uses "torchx").
+DEFAULT_SESSION_NAME = "torchspec"
+
+# TORCHSPEC_* variables that describe torchspec or the current job, not a scheduler:
+# passing them on would hand e.g. job_id= to every scheduler of a job that runs a runner.
+_NOT_SCHEDULER_PARAMS = frozenset({"JOB_ID", "PARENT_RUN_ID", "DEBUG"})
+
+#: What ``run_component`` accepts as the component's arguments.
+ComponentArgs = Union[Mapping[str, Any], Sequence[str], None]
+
+
+class Runner:
+    """Runs AppDefs and spec files on schedulers, and answers for the apps it (or anyone) started.
+
+    Args:
+        name: the session name, part of every app handle this runner makes.
+        scheduler_factories: backend name -> ``factory(session_name, **scheduler_params)``;
+            the first one is the default scheduler unless the config names another.
+        component_defaults: component name (or spec path) -> param -> value as ``-p``
+            text; used below the caller's component args and above the config files.
+        scheduler_params: keyword arguments for every scheduler factory, on top of the
+            ones read from ``TORCHSPEC_*`` environment variables.
+        config: settings from :func:`torchspec.config.load_config`; None reads no files
+            (as TorchX's Runner, which leaves ``.torchxconfig`` to the CLI).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        scheduler_factories: Mapping[str, "SchedulerFactory"],
+        component_defaults: Optional[Mapping[str, Mapping[str, str]]] = None,
+        scheduler_params: Optional[Mapping[str, object]] = None,
+        *,
+        config: Optional["Config"] = None,
+    ) -> None:
+        self._name = name
+        self._scheduler_factories: Dict[str, SchedulerFactory] = dict(scheduler_factories)
+        self._scheduler_params: Dict[str, Any] = {
+            **self._get_scheduler_params_from_env(),
+            **(scheduler_params or {}),
+        }
+        self._scheduler_instances: Dict[str, Scheduler[Any]] = {}
+        self._apps: Dict[AppHandle, AppDef] = {}
+        self._component_defaults: Dict[str, Dict[str, str]] = {
+            k: dict(v) for k, v in (component_defaults or {}).items()
+        }
+        self._config = config
+
+    @staticmethod
+    def _get_scheduler_params_from_env() -> Dict[str, str]:
+        """``TORCHSPEC_FOO_BAR=x`` -> ``{"foo_bar": "x"}``, as TorchX reads ``TORCHX_*``.
+
+        The prefix is cut, not ``str.strip``-ped as in TorchX (which would eat
+        leading and trailing letters of the name too).
+        """
+        params = {}
+        for key, value in os.environ.items():
+            if key.upper().startswith(SCHEDULER_PARAM_ENV_PREFIX):
+                rest = key[len(SCHEDULER_PARAM_ENV_PREFIX):]
+                if rest and rest.upper() not in _NOT_SCHEDULER_PARAMS:
+                    params[rest.lower()] = value
+        return params
+
+    # ------------------------------------------------------------ lifetime
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(
+        self,
+        type: Optional[Type[BaseException]],
+        value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool:
+        # False: an exception raised inside the ``with`` block propagates.
+        self.close()
+        return False
+
+    def close(self) -> None:
+        """Close every scheduler this runner created; safe to call more than once.
+
+        The runner must not be used afterwards.  Apps keep running: closing a
+        scheduler frees the client, it does not cancel what it started.
+        """
+        for scheduler in self._scheduler_instances.values():
+            scheduler.close()
+        self._scheduler_instances.clear()
+
+    def name(self) -> str:
+        return self._name
+
+    # ------------------------------------------------------------ submitting
+
+    def run_component(
+        self,
+        component: str,
+        component_args: ComponentArgs,
+        scheduler: Optional[str],
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        workspace: Optional[str] = None,
+        parent_run_id: Optional[str] = None,
+        *,
+        params_file: Optional[str] = None,
+    ) -> AppHandle:
+        """Load a component (a spec file, or a built-in such as ``dist.ddp``), then run it.
+
+        ``component_args`` are the component's params: a mapping of name to
+        value, or a list of ``name=value`` strings (TorchX's ``--name value``
+        and ``-- trailing args`` forms work too; trailing args become the
+        ``args`` param).  ``scheduler`` None means :meth:`default_scheduler`.
+
+        Raises:
+            ComponentNotFoundError: ``component`` is neither a file nor a built-in.
+            SpecError: the spec or its params are invalid (every problem at once).
+        """
+        dryrun_info = self.dryrun_component(component, component_args, scheduler, cfg=cfg, workspace=workspace,
+                                            parent_run_id=parent_run_id, params_file=params_file)
+        return self.schedule(dryrun_info)
+
+    def dryrun_component(
+        self,
+        component: str,
+        component_args: ComponentArgs,
+        scheduler: Optional[str],
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        workspace: Optional[str] = None,
+        parent_run_id: Optional[str] = None,
+        *,
+        params_file: Optional[str] = None,
+    ) -> AppDryRunInfo[Any]:
+        """What :meth:`run_component` would submit, without submitting it.
+
+        Params come from ``component_args``, then ``params_file``, then the
+        component defaults (this runner's, then the config files'), then the
+        spec's own defaults.
+        """
+        app = self.load_component(component, component_args, params_file=params_file)
+        return self.dryrun(app, scheduler, cfg=cfg, workspace=workspace, parent_run_id=parent_run_id)
+
+    def load_component(
+        self,
+        component: str,
+        component_args: ComponentArgs = None,
+        *,
+        params_file: Optional[str] = None,
+    ) -> AppDef:
+        """The AppDef a component renders to with these args and the configured defaults."""
+        from torchspec.components import find_component
+        from torchspec.loader import load_app
+
+        path = find_component(component)
+        given = parse_component_args(component_args)
+        defaults = self._defaults_for(component, path)
+        if defaults:
+            taken = set(given) | _params_file_keys(params_file)
+            params = {**{k: v for k, v in defaults.items() if k not in taken}, **given}
+        else:
+            params = given
+        return load_app(path, params, params_file)
+
+    def run(
+        self,
+        app: AppDef,
+        scheduler: Optional[str],
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        workspace: Optional[str] = None,
+        parent_run_id: Optional[str] = None,
+    ) -> AppHandle:
+        """Dry-run then schedule ``app``; returns its handle.
+
+        Subclasses customise :meth:`schedule` rather than this method.
+        """
+        dryrun_info = self.dryrun(app, scheduler, cfg=cfg, workspace=workspace, parent_run_id=parent_run_id)
+        return self.schedule(dryrun_info)
+
+    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
+        """Submit the request of a dry run, possibly edited by the caller; returns the app's handle.
+
+        Editing ``dryrun_info.request`` reaches scheduler features the spec
+        cannot express; use it sparingly, as it ties the caller to one backend's
+        request format.
+        """
+        scheduler = dryrun_info._scheduler
+        app = dryrun_info._app
+        if scheduler is None or app is None:
+            raise ValueError("dryrun_info did not come from Runner.dryrun (it names no scheduler or app)")
+        sched = self._scheduler(scheduler)
+        app_id = sched.schedule(dryrun_info)
+        app_handle = make_app_handle(scheduler, self._name, app_id)
+        self._apps[app_handle] = app
+        return app_handle
+
+    def dryrun(
+        self,
+        app: AppDef,
+        scheduler: Optional[str],
+        cfg: Optional[Mapping[str, CfgVal]] = None,
+        workspace: Optional[str] = None,
+        parent_run_id: Optional[str] = None,
+    ) -> AppDryRunInfo[Any]:
+        """The request ``app`` would be submitted as; ``print()`` it to see it.
+
+        Checks the app (ValueError with TorchX's messages), adds the job-id
+        environment variables to every role (in place, as TorchX does), fills
+        ``cfg`` in from the config file's ``[scheduler.NAME]`` table (``cfg``
+        wins; a ``None`` value counts as not given) and the scheduler's defaults, builds the workspace into role 0's
+        image where the scheduler supports it, and lets the scheduler validate
+        the app before it builds the request.
+        """
+        scheduler = scheduler or self.default_scheduler()
+        _validate(app)
+        sched = self._scheduler(scheduler)
+        parent_run_id = os.environ.get(ENV_TORCHSPEC_PARENT_RUN_ID) or parent_run_id
+        for role in app.roles:
+            # ${app_id} is a macro: the scheduler substitutes it once it has assigned the id.
+            role.env[ENV_TORCHSPEC_JOB_ID] = make_app_handle(scheduler, self._name, macros.app_id)
+            if parent_run_id:
+                role.env[ENV_TORCHSPEC_PARENT_RUN_ID] = parent_run_id
+
+        opts = sched.run_opts()
+        merged: Dict[str, CfgVal] = {}
+        if self._config is not None:
+            from torchspec.config import scheduler_cfg
+
+            merged.update(scheduler_cfg(self._config, scheduler, opts))
+        merged.update({k: v for k, v in (cfg or {}).items() if v is not None})
+        resolved_cfg = opts.resolve(merged)
+
+        if workspace:
+            build = getattr(sched, "build_workspace_and_update_role", None)
+            if build is not None:
+                role = app.roles[0]
+                old_image = role.image
+                build(role, workspace, resolved_cfg)
+                if role.image != old_image:
+                    logger.info("built image %s from %s and workspace %s for role[0]=%s",
+                                role.image, old_image, workspace, role.name)
+            else:
+                logger.info("scheduler %s does not build workspaces; ignoring workspace %s", scheduler, workspace)
+
+        sched._validate(app, scheduler)
+        dryrun_info = sched.submit_dryrun(app, resolved_cfg)
+        dryrun_info._scheduler = scheduler
+        return dryrun_info
+
+    # ------------------------------------------------------------ schedulers
+
+    def default_scheduler(self) -> str:
+        """The config file's ``default_scheduler``, else the first registered scheduler."""
+        if self._config is not None:
+            from torchspec.config import default_scheduler
+
+            configured = default_scheduler(self._config)
+            if configured:
+                return configured
+        if not self._scheduler_factories:
+            raise UnknownSchedulerException("<default>")
+        return next(iter(self._scheduler_factories))
+
+    def scheduler_run_opts(self, scheduler: str) -> runopts:
+        """The run options (cfg keys) ``scheduler`` accepts."""
+        return self._scheduler(scheduler).run_opts()
+
+    def scheduler_backends(self) -> List[str]:
+        """Every scheduler name this runner can use."""
+        return list(self._scheduler_factories.keys())
+
+    # ------------------------------------------------------------ the apps
+
+    def status(self, app_handle: AppHandle) -> Optional[AppStatus]:
+        """The app's status, or None if the scheduler does not know it (any more)."""
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        desc = scheduler.describe(app_id)
+        if not desc:
+            self._apps.pop(app_handle, None)
+            return None
+        return AppStatus(
+            desc.state,
+            desc.num_restarts,
+            msg=desc.msg,
+            structured_error_msg=desc.structured_error_msg,
+            ui_url=desc.ui_url,
+            roles=desc.roles_statuses,
+        )
+
+    def wait(self, app_handle: AppHandle, wait_interval: float = 10) -> Optional[AppStatus]:
+        """Block until the app is terminal and return its status; None if the app does not exist.
+
+        Polls :meth:`status` every ``wait_interval`` seconds, indefinitely.
+        """
+        while True:
+            app_status = self.status(app_handle)
+            if not app_status:
+                return None
+            if app_status.is_terminal():
+                return app_status
+            time.sleep(wait_interval)
+
+    def cancel(self, app_handle: AppHandle) -> None:
+        """Ask the scheduler to stop the app; a no-op for an unknown or finished app.
+
+        Returns once the request is made: the app reaches CANCELLED (or FAILED)
+        later, which :meth:`wait` observes.
+        """
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        status = self.status(app_handle)
+        if status is not None and not status.is_terminal():
+            scheduler.cancel(app_id)
+
+    def stop(self, app_handle: AppHandle) -> None:
+        """Same as :meth:`cancel`, kept for TorchX code (which deprecates it)."""
+        import warnings
+
+        warnings.warn("This method will be deprecated in the future, please use `cancel` instead.",
+                      PendingDeprecationWarning, stacklevel=2)
+        self.cancel(app_handle)
+
+    def describe(self, app_handle: AppHandle) -> Optional[AppDef]:
+        """The app as submitted when this runner submitted it, else as far as the scheduler can rebuild it.
+
+        None if the app does not exist or the scheduler cannot describe it.
+        """
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        app = self._apps.get(app_handle)
+        if not app:
+            desc = scheduler.describe(app_id)
+            if desc:
+                app = AppDef(name=app_id, roles=desc.roles)
+        return app
+
+    def log_lines(
+        self,
+        app_handle: AppHandle,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[datetime] = None,
+        until: Optional[datetime] = None,
+        should_tail: bool = False,
+        streams: Optional["Stream"] = None,
+    ) -> Iterable[str]:
+        """The log lines of replica ``k`` (a node, not a rank) of ``role_name``, newlines kept.
+
+        What is returned, and for how long logs are kept, is up to the scheduler
+        (see ``Scheduler.log_iter``): show logs to people, do not parse results
+        out of them.
+
+        Raises:
+            UnknownAppException: the scheduler does not know the app.
+        """
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        if not self.status(app_handle):
+            raise UnknownAppException(app_handle)
+        return scheduler.log_iter(app_id, role_name, k, regex, since, until, should_tail, streams=streams)
+
+    def list(self, scheduler: str) -> List["ListAppResponse"]:
+        """The apps ``scheduler`` knows of, each with its handle filled in for this session."""
+        apps = self._scheduler(scheduler).list()
+        for app in apps:
+            app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
+        return apps
+
+    # ------------------------------------------------------------ internals
+
+    def _scheduler(self, scheduler: str) -> "Scheduler[Any]":
+        """The scheduler for a backend, created on first use with this runner's parameters.
+
+        Raises:
+            UnknownSchedulerException: no factory is registered under that name
+                (the message lists the names and guesses the one meant).
+        """
+        sched = self._scheduler_instances.get(scheduler)
+        if sched is None:
+            factory = self._scheduler_factories.get(scheduler)
+            if factory is None:
+                raise _unknown_scheduler(scheduler, list(self._scheduler_factories))
+            sched = factory(self._name, **self._scheduler_params)
+            self._scheduler_instances[scheduler] = sched
+        return sched
+
+    def _scheduler_app_id(self, app_handle: AppHandle) -> Tuple["Scheduler[Any]", str, str]:
+        """The scheduler, backend name and app id a handle names (MalformedAppHandleException if it is none)."""
+        backend, _, app_id = parse_app_handle(app_handle)
+        return self._scheduler(backend), backend, app_id
+
+    def _defaults_for(self, component: str, path: str) -> Dict[str, str]:
+        """Param defaults for a component: the config files', then this runner's (which win).
+
+        A section applies whether it names the component as given, by its
+        built-in name, or by the spec file's path.  A default for a param the
+        spec does not declare is an error naming where it was set: it is a
+        typo or a stale setting, and it would otherwise fail every run with a
+        message about ``-p`` values nobody typed.
+        """
+        from torchspec.components import builtin_name
+
+        names = {component}
+        builtin = builtin_name(path)
+        if builtin:
+            names.add(builtin)
+        real = os.path.realpath(path)
+
+        def matches(key: str) -> bool:
+            if key in names:
+                return True
+            candidate = os.path.expanduser(key)
+            return os.path.isfile(candidate) and os.path.realpath(candidate) == real
+
+        out: Dict[str, str] = {}
+        origin: Dict[str, str] = {}
+        if self._config is not None:
+            from torchspec.config import component_defaults, config_key
+
+            for key, values in component_defaults(self._config).items():
+                if matches(key):
+                    for param, value in values.items():
+                        out[param] = value
+                        origin[param] = self._config.sources.get(config_key("component", key, param), "config")
+        for key, values in self._component_defaults.items():
+            if matches(key):
+                for param, value in values.items():
+                    out[param] = value
+                    origin[param] = "the runner's component_defaults"
+        declared = _declared_params(path)
+        if declared is not None:
+            from torchspec.schema import did_you_mean
+
+            for param in out:
+                if param not in declared:
+                    guess = did_you_mean(param, declared)
+                    raise UsageError(
+                        f"{origin[param]}: default for unknown param {param!r} of component {component!r}",
+                        f"did you mean {guess!r}?" if guess else
+                        (f"its params: {', '.join(declared)}" if declared else "it declares no params"))
+        return out
+
+    def __repr__(self) -> str:
+        return f"Runner(name={self._name}, schedulers={self._scheduler_factories}, apps={self._apps})"
+
+
+def get_runner(
+    name: Optional[str] = None,
+    component_defaults: Optional[Mapping[str, Mapping[str, str]]] = None,
+    **scheduler_params: Any,
+) -> Runner:
+    """A Runner over every registered scheduler, with the config files of the working folder applied.
+
+    Usage::
+
+        with get_runner() as runner:
+            handle = runner.run_component("utils.echo", {"msg": "hi"}, "local")
+            print(runner.wait(handle, wait_interval=1))
+
+    Args:
+        name: the session name (default ``torchspec``), part of every app handle.
+        component_defaults: param defaults per component, above the config files'.
+        scheduler_params: keyword arguments for every scheduler factory.
+    """
+    from torchspec.config import load_config
+    from torchspec.schedulers import get_scheduler_factories
+
+    return Runner(name or DEFAULT_SESSION_NAME, get_scheduler_factories(), component_defaults,
+                  scheduler_params=scheduler_params, config=load_config())
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _validate(app: AppDef) -> None:
+    """The checks every scheduler needs, with TorchX's messages (its users search for them)."""
+    if not app.roles:
+        raise ValueError(f"No roles for app: {app.name}. Did you forget to add roles to AppDef?")
+    for role in app.roles:
+        if not role.entrypoint or role.entrypoint == MISSING:
+            raise ValueError(
+                f"No entrypoint for role: {role.name}. Did you forget to call role.runs(entrypoint, args, env)?"
+            )
+        if role.num_replicas <= 0:
+            raise ValueError(
+                f"Non-positive replicas for role: {role.name}. Did you forget to set role.num_replicas?"
+            )
+
+
+def _unknown_scheduler(name: str, known: List[str]) -> UnknownSchedulerException:
+    from torchspec.schema import did_you_mean
+
+    exc = UnknownSchedulerException(name)
+    guess = did_you_mean(name, known)
+    hint = f" Did you mean {guess!r}?" if guess else ""
+    exc.args = (f"Unknown scheduler: {name!r}.{hint} Registered schedulers: {', '.join(known) or 'none'}",)
+    return exc
+
+
+def parse_component_args(component_args: ComponentArgs) -> Dict[str, str]:
+    """Component args as ``{param: -p text}``.
+
+    Accepts a mapping (values that are not text become ``-p`` text: ``true``,
+    ``4``, JSON for lists and maps), or a list of ``name=value`` strings.
+    TorchX's command-line forms work in the list too: ``--name value``,
+    ``--name=value``, ``-j 2x4``, and everything after ``--`` becomes the
+    ``args`` param (the component's trailing arguments).
+    """
+    if component_args is None:
+        return {}
+    if isinstance(component_args, Mapping):
+        return {str(k): _as_param_text(v) for k, v in component_args.items()}
+    if isinstance(component_args, str):
+        raise UsageError("component args must be a list of name=value strings or a mapping, not one string",
+                         f"pass [{component_args!r}]")
+    out: Dict[str, str] = {}
+    items = list(component_args)
+    i = 0
+    while i < len(items):
+        item = str(items[i])
+        if item == "--":
+            out["args"] = _as_param_text(items[i + 1:])
+            break
+        flag = item.startswith("-")
+        name, sep, value = item.lstrip("-").partition("=")
+        if not name:
+            raise UsageError(f"component arg {item!r} names no param", "write name=value")
+        if not sep:
+            if not flag:
+                raise UsageError(f"component arg {item!r} has no value", f"write {item}=VALUE")
+            if i + 1 >= len(items):
+                raise UsageError(f"component arg {item!r} has no value", f"write {item} VALUE or {item}=VALUE")
+            value = str(items[i + 1])
+            i += 1
+        out[name] = value
+        i += 1
+    return out
+
+
+def _as_param_text(value: Any) -> str:
+    import json
+
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(list(value) if isinstance(value, tuple) else value)
+    return str(value)
+
+
+def _declared_params(path: str) -> Optional[List[str]]:
+    """The param names a one-document spec declares; None when the file cannot tell (loading reports why)."""
+    from torchspec.loader.parsers import parse
+    from torchspec.loader.source import detect_format, read_text
+
+    text, problem = read_text(path)
+    if problem is not None or text is None:
+        return None
+    docs, problems = parse(text, path, detect_format(path))
+    if problems or len(docs) != 1 or not isinstance(docs[0].data, dict):
+        return None
+    params = docs[0].data.get("params") or {}
+    return [str(k) for k in params] if isinstance(params, dict) else None
+
+
+def _params_file_keys(params_file: Optional[str]) -> set[str]:
+    """The param names a values file sets, so config defaults do not override them.
+
+    A file that cannot be read gives no names: loading the component reports
+    the problem properly.
+    """
+    if not params_file:
+        return set()
+    from torchspec.loader.parsers import parse
+    from torchspec.loader.source import detect_format, read_text
+
+    text, problem = read_text(params_file)
+    if problem is not None or text is None:
+        return set()
+    docs, problems = parse(text, params_file, detect_format(params_file))
+    if problems or len(docs) != 1 or not isinstance(docs[0].data, dict):
+        return set()
+    return {str(k) for k in docs[0].data}
+
+
+__all__ = [
+    "DEFAULT_SESSION_NAME",
+    "ENV_TORCHSPEC_JOB_ID",
+    "ENV_TORCHSPEC_PARENT_RUN_ID",
+    "ComponentArgs",
+    "Runner",
+    "get_runner",
+    "parse_component_args",
+]

@@ -1,0 +1,146 @@
+"""Schedulers, mirroring ``torchx.schedulers``: where an app runs and how to ask about it.
+
+Every scheduler, built-in or not, registers a factory in the
+``torchspec.schedulers`` entry-point group::
+
+    [project.entry-points."torchspec.schedulers"]
+    local = "torchspec.schedulers.local:create_scheduler"
+
+A factory is called as ``factory(session_name, **kwargs)`` and returns a
+:class:`~torchspec.schedulers.api.Scheduler`.  Factories are imported only
+when called, so a backend whose SDK is missing (or a broken plug-in) costs
+nothing until someone asks for it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from importlib import metadata
+from typing import Dict, List, Protocol
+
+from torchspec.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+    filter_regex,
+    split_lines,
+)
+from torchspec.specs import UnknownSchedulerException
+
+#: The entry-point group schedulers register in.
+GROUP = "torchspec.schedulers"
+
+# The distribution whose entry points count as built-in: they come first, in
+# the order pyproject.toml declares them, so the default scheduler never
+# depends on which plug-ins happen to be installed.
+_BUILTIN_DIST = "torchspec"
+
+
+class SchedulerFactory(Protocol):
+    """Builds a scheduler for a session; extra keyword arguments a scheduler does not use are ignored."""
+
+    def __call__(self, session_name: str, **kwargs: object) -> Scheduler:
+        ...
+
+
+class DuplicateSchedulerError(Exception):
+    """Two installed packages register a scheduler under the same name.
+
+    An error, not "last one wins": silently running jobs on a different
+    backend than the one a user picked is worse than refusing to start.
+    """
+
+
+class _EntryPointFactory:
+    """A :class:`SchedulerFactory` that imports its entry point on first call."""
+
+    def __init__(self, entry_point: metadata.EntryPoint) -> None:
+        self.entry_point = entry_point
+
+    def __call__(self, session_name: str, **kwargs: object) -> Scheduler:
+        factory = self.entry_point.load()
+        return factory(session_name, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"SchedulerFactory({self.entry_point.name}={self.entry_point.value})"
+
+
+def _provider(entry_point: metadata.EntryPoint) -> str:
+    dist = entry_point.dist
+    name = dist.metadata["Name"] if dist is not None else None
+    return f"{name or '<unknown package>'} ({entry_point.value})"
+
+
+def _is_builtin(entry_point: metadata.EntryPoint) -> bool:
+    dist = entry_point.dist
+    return dist is not None and (dist.metadata["Name"] or "").lower() == _BUILTIN_DIST
+
+
+def get_scheduler_factories() -> Dict[str, SchedulerFactory]:
+    """Every registered scheduler by name, read fresh from the installed entry points.
+
+    Built-in schedulers come first (the first one is the default), then
+    plug-ins sorted by name.  Raises :class:`DuplicateSchedulerError` naming
+    both providers when two packages register the same name.
+    """
+    builtin: List[metadata.EntryPoint] = []
+    plugins: List[metadata.EntryPoint] = []
+    seen: Dict[str, metadata.EntryPoint] = {}
+    for ep in metadata.entry_points(group=GROUP):
+        first = seen.get(ep.name)
+        if first is not None:
+            if first.value == ep.value:
+                continue
+            raise DuplicateSchedulerError(
+                f"scheduler {ep.name!r} is registered twice, by {_provider(first)} and by {_provider(ep)};"
+                f" uninstall one of them"
+            )
+        seen[ep.name] = ep
+        (builtin if _is_builtin(ep) else plugins).append(ep)
+    plugins.sort(key=lambda ep: ep.name)
+    return {ep.name: _EntryPointFactory(ep) for ep in builtin + plugins}
+
+
+def get_default_scheduler_name() -> str:
+    """The first registered scheduler: ``"local"`` with torchspec alone."""
+    return next(iter(get_scheduler_factories()))
+
+
+def get_scheduler_factory(name: str) -> SchedulerFactory:
+    """The factory registered as ``name``.
+
+    Raises :class:`~torchspec.specs.UnknownSchedulerException` listing the
+    registered names, with a did-you-mean for a near miss.
+    """
+    factories = get_scheduler_factories()
+    if name in factories:
+        return factories[name]
+    exc = UnknownSchedulerException(name)
+    close = difflib.get_close_matches(name, list(factories), n=3)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    # The exception's own text is TorchX's; the names a user can pick are more useful here.
+    exc.args = (f"Unknown scheduler: {name!r}.{hint} Registered schedulers: {', '.join(factories) or 'none'}",)
+    raise exc
+
+
+def get_schedulers(session_name: str, **scheduler_params: object) -> Dict[str, Scheduler]:
+    """One scheduler of every registered kind, each built with the same parameters."""
+    return {name: factory(session_name, **scheduler_params) for name, factory in get_scheduler_factories().items()}
+
+
+__all__ = [
+    "GROUP",
+    "DescribeAppResponse",
+    "DuplicateSchedulerError",
+    "ListAppResponse",
+    "Scheduler",
+    "SchedulerFactory",
+    "Stream",
+    "filter_regex",
+    "get_default_scheduler_name",
+    "get_scheduler_factories",
+    "get_scheduler_factory",
+    "get_schedulers",
+    "split_lines",
+]

@@ -1,0 +1,233 @@
+"""The scheduler interface, as in ``torchx.schedulers.api``.
+
+A scheduler turns an :class:`~torchspec.specs.AppDef` into a request for one
+backend (``submit_dryrun``), sends that request (``schedule``) and answers
+questions about what it started (``describe``, ``list``, ``log_iter``,
+``cancel``).  Dry run and scheduling are separate steps so that a request can
+be printed, inspected or tweaked, and tested, without any backend.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any, Dict, Generic, Iterable, List, Optional, TypeVar
+
+from torchspec.specs import NONE, NULL_RESOURCE, AppDef, AppDryRunInfo, AppState, Role, RoleStatus, runopts
+
+
+class Stream(str, Enum):
+    """Which output of a replica ``log_iter`` reads; a ``str`` so ``"stdout"`` works as well."""
+
+    STDOUT = "stdout"
+    STDERR = "stderr"
+    COMBINED = "combined"
+
+
+@dataclass
+class DescribeAppResponse:
+    """What a scheduler knows about a submitted app, as ``Scheduler.describe`` returns it.
+
+    A no-argument constructor and public fields, as in TorchX, because callers
+    fill it in piece by piece.  Free-text errors go in ``msg``, JSON errors in
+    ``structured_error_msg``.  Where the scheduler kept the app's roles,
+    ``roles`` lets the runner rebuild (and re-run) the AppDef.
+    """
+
+    app_id: str = "<NOT_SET>"
+    state: AppState = AppState.UNSUBMITTED
+    num_restarts: int = -1
+    msg: str = NONE
+    structured_error_msg: str = NONE
+    ui_url: Optional[str] = None
+    roles_statuses: List[RoleStatus] = field(default_factory=list)
+    roles: List[Role] = field(default_factory=list)
+    metadata: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ListAppResponse:
+    """One app in ``Scheduler.list()``; the runner fills in ``app_handle``
+    (``{scheduler}://{session}/{app_id}``) since only it knows the session name."""
+
+    app_id: str
+    state: AppState
+    app_handle: str = "<NOT_SET>"
+
+
+T = TypeVar("T")
+
+
+class Scheduler(abc.ABC, Generic[T]):
+    """The interface every backend implements; ``T`` is the type of its resolved cfg.
+
+    Implementers write ``_submit_dryrun``, ``schedule``, ``describe``,
+    ``list`` and ``_cancel_existing``; ``log_iter``, ``run_opts``, ``close``
+    and ``_validate`` have defaults worth overriding.
+    """
+
+    def __init__(self, backend: str, session_name: str) -> None:
+        self.backend = backend
+        self.session_name = session_name
+
+    def close(self) -> None:
+        """Free what this object holds; only schedulers with local state need it.
+
+        Must not raise and may be called several times.  Apps the scheduler
+        started are not stopped by it unless its docs say so.
+        """
+
+    def submit(self, app: AppDef, cfg: T, workspace: Optional[str] = None) -> str:
+        """Dry-run then schedule ``app``; returns the new app's id.
+
+        Mostly for tests: users go through the runner, which also injects the
+        job-id environment variables.  ``workspace`` needs a scheduler that can
+        build one (a ``build_workspace_and_update_role`` method, as TorchX's
+        ``WorkspaceMixin``); others refuse it rather than silently ignoring it.
+        """
+        if workspace:
+            build = getattr(self, "build_workspace_and_update_role", None)
+            if build is None:
+                raise ValueError(f"scheduler {self.backend!r} does not support workspaces (got {workspace!r})")
+            build(app.roles[0], workspace, cfg)
+        dryrun_info = self.submit_dryrun(app, cfg)
+        return self.schedule(dryrun_info)
+
+    @abc.abstractmethod
+    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+        """Send the request of ``dryrun_info`` to the backend; returns the app id.
+
+        Implement this rather than ``submit``: ``submit`` is a dry run followed
+        by this call, and ``schedule`` alone lets users edit the request first.
+        """
+        raise NotImplementedError()
+
+    def submit_dryrun(self, app: AppDef, cfg: T) -> AppDryRunInfo[Any]:
+        """The request ``schedule`` would send, without sending it.
+
+        ``cfg`` is resolved against :meth:`run_opts` (defaults filled in, types
+        checked), every role's ``pre_proc`` may adjust the request in
+        ``app.roles`` order, and the app and cfg are attached for the runner.
+        """
+        resolved_cfg: Any = self.run_opts().resolve(cfg)  # type: ignore[arg-type]
+        dryrun_info = self._submit_dryrun(app, resolved_cfg)
+        for role in app.roles:
+            dryrun_info = role.pre_proc(self.backend, dryrun_info)
+        dryrun_info._app = app
+        dryrun_info._cfg = resolved_cfg
+        return dryrun_info
+
+    @abc.abstractmethod
+    def _submit_dryrun(self, app: AppDef, cfg: T) -> AppDryRunInfo[Any]:
+        """Build the backend request from ``app`` and an already resolved ``cfg``."""
+        raise NotImplementedError()
+
+    def run_opts(self) -> runopts:
+        """The cfg keys this scheduler accepts: a ``--help`` for ``run``."""
+        return self._run_opts()
+
+    def _run_opts(self) -> runopts:
+        """Where subclasses declare their options; :meth:`run_opts` may add shared ones on top."""
+        return runopts()
+
+    @abc.abstractmethod
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        """The app's status and, where known, its roles; None if the app does not exist."""
+        raise NotImplementedError()
+
+    @abc.abstractmethod
+    def list(self) -> List[ListAppResponse]:
+        """The apps this scheduler knows of, with their states (a prototype API in TorchX too)."""
+        raise NotImplementedError()
+
+    def exists(self, app_id: str) -> bool:
+        """True if the app was submitted and the scheduler still knows it."""
+        return self.describe(app_id) is not None
+
+    @abc.abstractmethod
+    def _cancel_existing(self, app_id: str) -> None:
+        """Kill an app known to exist; :meth:`cancel` checks that first."""
+        raise NotImplementedError()
+
+    def cancel(self, app_id: str) -> None:
+        """Ask for the app to be killed; a no-op for an app that does not exist.
+
+        Idempotent from one thread; does not wait for the app to reach
+        CANCELLED (use the runner's ``wait`` for that).
+        """
+        if self.exists(app_id):
+            self._cancel_existing(app_id)
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[datetime] = None,
+        until: Optional[datetime] = None,
+        should_tail: bool = False,
+        streams: Optional[Stream] = None,
+    ) -> Iterable[str]:
+        """The log lines of replica ``k`` of ``role_name``.
+
+        - ``regex`` keeps only the lines it matches (``re.search``).
+        - ``since``/``until`` bound the lines by time where the scheduler
+          keeps times; others ignore them.
+        - ``should_tail`` follows the output like ``tail -f`` until the app
+          (or the replica) can produce no more, then ends; without it the
+          iterator ends at the end of what is available now.
+        - ``streams`` picks stdout, stderr or both; a scheduler that cannot
+          separate them raises ``ValueError`` for a stream it lacks.
+
+        Lines keep their whitespace and end with ``\\n``.  Calling this for
+        an app that does not exist is undefined (check :meth:`exists`), each
+        call starts a new iterator, and logs may be gone once the scheduler
+        purged them.  Raises ``NotImplementedError`` where logs are not
+        supported.
+        """
+        raise NotImplementedError(f"{self.__class__.__qualname__} does not support application log iteration")
+
+    def _validate(self, app: AppDef, scheduler: str) -> None:
+        """Refuse an app this scheduler cannot run, with ``ValueError``.
+
+        By default every role needs a resource, since most backends must
+        size what they allocate; schedulers that ignore resources override it.
+        """
+        for role in app.roles:
+            if role.resource == NULL_RESOURCE:
+                raise ValueError(
+                    f"No resource for role: {role.image}. Did you forget to attach resource to the role"
+                )
+
+
+def filter_regex(regex: str, data: Iterable[str]) -> Iterable[str]:
+    """The items of ``data`` in which ``regex`` matches anywhere (``re.search``), lazily."""
+    pattern = re.compile(regex)
+    return (datum for datum in data if pattern.search(datum))
+
+
+def split_lines(text: str) -> List[str]:
+    """``text`` cut after each ``\\n``, keeping it; a last piece without one is kept as it is."""
+    lines = []
+    while text:
+        idx = text.find("\n")
+        if idx < 0:
+            lines.append(text)
+            break
+        lines.append(text[: idx + 1])
+        text = text[idx + 1 :]
+    return lines
+
+
+__all__ = [
+    "DescribeAppResponse",
+    "ListAppResponse",
+    "Scheduler",
+    "Stream",
+    "filter_regex",
+    "split_lines",
+]

@@ -1,0 +1,478 @@
+"""The detached process that runs one ``local`` app: ``python -m torchspec.schedulers.local_supervisor APP_DIR``.
+
+``LocalScheduler.schedule`` starts it in a session of its own, so it outlives
+the command that submitted the app and ignores that terminal's Ctrl-C.  It:
+
+- launches every replica of ``request.json`` in its own process group (a new
+  session), so a replica and everything it spawned stop together;
+- reads each replica's stdout and stderr and appends every line, prefixed by
+  ``ISO-8601-time<TAB>``, to ``stdout.log`` or ``stderr.log`` and to
+  ``combined.log`` (the timestamps are what ``log_iter``'s since/until use);
+- when a replica's main process exits, SIGKILLs what is left of its process
+  group (as a container's processes end with it) and applies the role's
+  retry policy: APPLICATION restarts every replica, ROLE the role's
+  replicas, REPLICA only the failed one, each time writing a
+  ``--- torchspec: restart N of replica ROLE/K (exit code X) ---`` line to
+  the restarted replicas' logs; once ``max_retries`` is used up the app is
+  FAILED and the other replicas are stopped;
+- on SIGTERM (how ``cancel`` reaches it) or a ``cancel_requested`` flag in
+  ``state.json``, stops every replica: SIGTERM to each process group,
+  ``kill_grace_s`` seconds, then SIGKILL; the app ends CANCELLED;
+- holds ``supervisor.lock`` from before it reports ready until it exits,
+  so others know it is alive (the kernel drops the lock when it dies);
+- writes ``state.json`` (under its lock) whenever something changes and at
+  least every second as a heartbeat.
+
+It gives up on an app somebody else already marked finished (e.g. declared
+its supervisor dead after a long stall): it stops the replicas and exits.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from types import FrameType
+from typing import IO, Any, Dict, List, Optional
+
+from torchspec.schedulers.local import ENV_RESTART_COUNT, LocalRequest, ReplicaRequest, RoleRequest
+from torchspec.schedulers.local_state import (
+    HEARTBEAT_INTERVAL_S,
+    hold_supervisor_lock,
+    REQUEST_FILE,
+    TERMINAL,
+    now_iso,
+    read_json,
+    read_state,
+    signal_group,
+    update_state,
+)
+from torchspec.specs import RetryPolicy
+
+# Longer lines are split (each piece stamped and ended with a newline) so a
+# program printing without newlines cannot grow the supervisor's memory.
+_MAX_LINE = 1 << 16
+
+# How often the main loop looks at its replicas when nothing wakes it earlier.
+_POLL_S = 0.1
+
+# How long to wait for a replica's output to drain after its process group is gone.
+_DRAIN_S = 2.0
+
+# The exit code a replica gets when its program cannot even be started, as in shells.
+_CANNOT_START = 127
+
+
+def _say(message: str) -> None:
+    """One line in ``supervisor.log``: what the supervisor did, for whoever debugs an app."""
+    print(f"{now_iso()} {message}", flush=True)
+
+
+def _describe_exit(code: Optional[int]) -> str:
+    if code is None:
+        return "no exit code"
+    if code < 0:
+        try:
+            return f"exit code {code}, killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"exit code {code}"
+    return f"exit code {code}"
+
+
+def _join_path(*parts: Optional[str]) -> str:
+    return os.pathsep.join(part.strip(os.pathsep) for part in parts if part)
+
+
+class _Logs:
+    """A replica's three log files; each line is stamped with the time it was read, under one lock.
+
+    Taking the time inside the lock keeps the stamps in file order, which
+    lets ``log_iter`` stop at the first line past ``until``.
+    """
+
+    def __init__(self, replica: ReplicaRequest) -> None:
+        self._files: Dict[str, IO[bytes]] = {
+            "stdout": open(replica.stdout, "ab", buffering=0),
+            "stderr": open(replica.stderr, "ab", buffering=0),
+            "combined": open(replica.combined, "ab", buffering=0),
+        }
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def write(self, stream: str, data: bytes) -> None:
+        if not data.endswith(b"\n"):
+            data += b"\n"
+        with self._lock:
+            if self._closed:
+                return
+            line = now_iso().encode("ascii") + b"\t" + data
+            self._files[stream].write(line)
+            self._files["combined"].write(line)
+
+    def marker(self, text: str) -> None:
+        """A line of torchspec's own in every log of the replica (stdout, stderr and combined)."""
+        with self._lock:
+            if self._closed:
+                return
+            line = now_iso().encode("ascii") + b"\t" + text.encode("utf-8") + b"\n"
+            for out in self._files.values():
+                out.write(line)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for out in self._files.values():
+                out.close()
+
+
+def _pump(pipe: IO[bytes], logs: _Logs, stream: str) -> None:
+    """Copy one pipe into the logs until every process holding its write end is gone."""
+    with pipe:
+        while True:
+            chunk = pipe.readline(_MAX_LINE)
+            if not chunk:
+                return
+            logs.write(stream, chunk)
+
+
+class _Replica:
+    """One replica: its request, its record in the state (edited in place) and its current process."""
+
+    def __init__(self, role: RoleRequest, request: ReplicaRequest, record: Dict[str, Any]) -> None:
+        self.role = role
+        self.request = request
+        self.record = record
+        self.logs = _Logs(request)
+        self.proc: Optional["subprocess.Popen[bytes]"] = None
+        self.readers: List[threading.Thread] = []
+        self.launch_failed = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.role.name}/{self.request.replica_id}"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.record["state"] == "RUNNING"
+
+    def launch(self) -> None:
+        """Start the replica's process; a program that cannot start fails the replica with exit code 127."""
+        env = dict(os.environ)
+        env.update(self.request.env)
+        env[ENV_RESTART_COUNT] = str(self.record["restarts"])
+        path = env.get("PATH")
+        entry = self.request.path_entry
+        env["PATH"] = _join_path(entry, path) if self.request.prepend_path else _join_path(path, entry)
+        self.record.update(started_at=now_iso(), ended_at=None, exit_code=None)
+        try:
+            proc = subprocess.Popen(
+                self.request.args,
+                env=env,
+                cwd=self.request.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as e:
+            self.logs.write("stderr", f"torchspec: cannot start {shlex.join(self.request.args)}: {e}".encode())
+            self.proc = None
+            self.launch_failed = True
+            self.record.update(state="FAILED", pid=None, pgid=None, exit_code=_CANNOT_START, ended_at=now_iso())
+            _say(f"{self.name}: cannot start: {e}")
+            return
+        self.proc = proc
+        # start_new_session makes the replica the leader of a new session and process group
+        self.record.update(state="RUNNING", pid=proc.pid, pgid=proc.pid)
+        assert proc.stdout is not None and proc.stderr is not None
+        self.readers = [
+            threading.Thread(target=_pump, args=(proc.stdout, self.logs, "stdout"), daemon=True),
+            threading.Thread(target=_pump, args=(proc.stderr, self.logs, "stderr"), daemon=True),
+        ]
+        for reader in self.readers:
+            reader.start()
+        _say(f"{self.name}: started pid {proc.pid} (restart {self.record['restarts']})")
+
+    def exited(self) -> bool:
+        """True once the main process exited (or could not start); it is not reaped yet.
+
+        Not reaping keeps the pid, hence the process group id, from being
+        reused before :meth:`collect` has killed what is left of the group.
+        """
+        if self.launch_failed:
+            return True
+        if not self.running or self.proc is None:
+            return False
+        if not hasattr(os, "waitid"):
+            return self.proc.poll() is not None
+        try:
+            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+
+    def collect(self, final_state: Optional[str] = None) -> None:
+        """After the main process exited: kill the rest of its group, reap it, drain its output, record it."""
+        if self.launch_failed:
+            self.launch_failed = False
+            return
+        proc = self.proc
+        if proc is None:
+            return
+        signal_group(self.record.get("pgid"), signal.SIGKILL)
+        code = proc.wait()
+        deadline = time.monotonic() + _DRAIN_S
+        for reader in self.readers:
+            reader.join(max(0.0, deadline - time.monotonic()))
+        state = final_state or ("SUCCEEDED" if code == 0 else "FAILED")
+        self.record.update(state=state, exit_code=code, ended_at=now_iso())
+        _say(f"{self.name}: {_describe_exit(code)} -> {state}")
+
+
+class Supervisor:
+    """Runs the app of one folder to its end; :meth:`run` returns the process's exit code."""
+
+    def __init__(self, app_dir: str) -> None:
+        self.app_dir = app_dir
+        self.request = LocalRequest.from_json(read_json(os.path.join(app_dir, REQUEST_FILE)))
+        state = read_state(app_dir)
+        if state is None:
+            raise RuntimeError(f"{app_dir} has no state.json")
+        self.state: Dict[str, Any] = state
+        self.replicas: List[_Replica] = []
+        self.cancel = threading.Event()
+        self.wake = threading.Event()
+        self.disowned = False
+        self._last_save = 0.0
+        self._lock_fd: Optional[int] = None
+
+    # -- state --------------------------------------------------------------
+
+    def _role_state(self, role: RoleRequest) -> Dict[str, Any]:
+        return self.state["roles"][role.name]
+
+    def save(self) -> None:
+        """Write the state (and heartbeat); pick up a cancel request or notice the app was taken from us."""
+
+        def merge(disk: Dict[str, Any]) -> Dict[str, Any]:
+            if disk.get("cancel_requested"):
+                self.state["cancel_requested"] = True
+            self.state["supervisor"]["heartbeat"] = time.time()
+            return self.state
+
+        disk = update_state(self.app_dir, merge)
+        self._last_save = time.monotonic()
+        if self.state.get("cancel_requested"):
+            self.cancel.set()
+        if disk is not self.state and disk.get("state") in TERMINAL:
+            self.disowned = True
+
+    def heartbeat(self) -> None:
+        if time.monotonic() - self._last_save >= HEARTBEAT_INTERVAL_S:
+            self.save()
+
+    # -- stopping -----------------------------------------------------------
+
+    def stop(self, replicas: List[_Replica], final_state: Optional[str]) -> None:
+        """SIGTERM the running replicas' groups, wait up to the grace period, then SIGKILL and collect."""
+        running = [replica for replica in replicas if replica.running]
+        if not running:
+            return
+        for replica in running:
+            signal_group(replica.record.get("pgid"), signal.SIGTERM)
+        deadline = time.monotonic() + self.request.kill_grace_s
+        while time.monotonic() < deadline and not all(replica.exited() for replica in running):
+            time.sleep(0.05)
+            self.heartbeat()
+        for replica in running:
+            replica.collect(final_state)
+
+    def finish(self, final: str, msg: str) -> int:
+        self.state["state"] = final
+        self.state["msg"] = msg
+        self.state["ended_at"] = now_iso()
+        self.save()
+        for replica in self.replicas:
+            replica.logs.close()
+        _say(f"app {self.request.app_id}: {final} {msg}".rstrip())
+        return 0
+
+    def abandon(self) -> int:
+        """Someone else ended the app (declared us dead): stop its replicas and leave the state alone."""
+        _say("the app was marked finished by another process; stopping its replicas")
+        self.stop(self.replicas, "FAILED")
+        for replica in self.replicas:
+            replica.logs.close()
+        return 1
+
+    def emergency_stop(self, msg: str) -> None:
+        """After a crash: SIGKILL every replica group and record the app as FAILED."""
+        for replica in self.replicas:
+            if replica.running:
+                signal_group(replica.record.get("pgid"), signal.SIGKILL)
+
+        def failed(state: Dict[str, Any]) -> None:
+            state.update(state="FAILED", msg=msg, ended_at=now_iso())
+
+        update_state(self.app_dir, failed)
+
+    # -- retries ------------------------------------------------------------
+
+    def restart(self, replicas: List[_Replica], why: str) -> None:
+        """Stop ``replicas`` that still run, then start each again with a restart marker in its logs."""
+        self.state["msg"] = why
+        self.stop(replicas, None)
+        for replica in replicas:
+            replica.record["restarts"] += 1
+            replica.logs.marker(
+                f"--- torchspec: restart {replica.record['restarts']} of replica {replica.name}"
+                f" (exit code {replica.record['exit_code']}) ---"
+            )
+            replica.launch()
+        self.save()
+
+    def give_up(self, cause: _Replica, failed: List[_Replica]) -> int:
+        self.stop(self.replicas, "CANCELLED")
+        role = cause.role
+        details = ", ".join(f"{r.name} ({_describe_exit(r.record['exit_code'])})" for r in failed)
+        msg = (
+            f"replica {cause.name} failed with {_describe_exit(cause.record['exit_code'])} and role"
+            f" {role.name!r} has no retries left (max_retries={role.max_retries},"
+            f" retry_policy={role.retry_policy}, app restarts: {self.state['num_restarts']});"
+            f" failed replicas: {details}"
+        )
+        return self.finish("FAILED", msg)
+
+    def on_exits(self, exited: List[_Replica]) -> Optional[int]:
+        """Apply the retry policies to replicas that just exited; an exit code when the app is over."""
+        failed = [replica for replica in exited if replica.record["state"] == "FAILED"]
+        if not failed:
+            return None
+        app_cause: Optional[_Replica] = None
+        role_causes: Dict[str, _Replica] = {}
+        replica_causes: List[_Replica] = []
+        for replica in failed:
+            role = replica.role
+            policy = role.retry_policy
+            if policy == RetryPolicy.APPLICATION.value:
+                if self.state["app_restarts"] >= role.max_retries:
+                    return self.give_up(replica, failed)
+                app_cause = app_cause or replica
+            elif policy == RetryPolicy.ROLE.value:
+                if self._role_state(role)["restarts"] >= role.max_retries:
+                    return self.give_up(replica, failed)
+                role_causes.setdefault(role.name, replica)
+            else:
+                if replica.record["restarts"] >= role.max_retries:
+                    return self.give_up(replica, failed)
+                replica_causes.append(replica)
+
+        if app_cause is not None:
+            self.state["app_restarts"] += 1
+            self.state["num_restarts"] += 1
+            why = f"app restart {self.state['app_restarts']}: {app_cause.name} {_describe_exit(app_cause.record['exit_code'])}"
+            self.restart(self.replicas, why)
+            return None
+        for role_name, cause in role_causes.items():
+            role_state = self.state["roles"][role_name]
+            role_state["restarts"] += 1
+            self.state["num_restarts"] += 1
+            why = f"role {role_name} restart {role_state['restarts']}: {cause.name} {_describe_exit(cause.record['exit_code'])}"
+            self.restart([r for r in self.replicas if r.role.name == role_name], why)
+        for replica in replica_causes:
+            if replica.role.name in role_causes:
+                continue
+            self.state["num_restarts"] += 1
+            why = f"replica {replica.name} restart {replica.record['restarts'] + 1}: {_describe_exit(replica.record['exit_code'])}"
+            self.restart([replica], why)
+        return None
+
+    # -- the loop -----------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: Optional[FrameType]) -> None:
+        self.cancel.set()
+        self.wake.set()
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+        self._lock_fd = hold_supervisor_lock(self.app_dir)
+
+        def register(state: Dict[str, Any]) -> None:
+            state["supervisor"].update(pid=os.getpid(), ready=True, heartbeat=time.time())
+            state["state"] = "PENDING"
+
+        self.state = update_state(self.app_dir, register)
+        if self.state.get("state") in TERMINAL:
+            _say(f"app {self.request.app_id} is already {self.state['state']}; nothing to do")
+            return 0
+        _say(f"supervisor pid {os.getpid()} runs app {self.request.app_id}")
+        for role in self.request.roles:
+            records = self._role_state(role)["replicas"]
+            for replica in role.replicas:
+                self.replicas.append(_Replica(role, replica, records[replica.replica_id]))
+        if self.state.get("cancel_requested"):
+            return self.finish("CANCELLED", "cancelled before it started")
+
+        self.state["state"] = "RUNNING"
+        self.state["started_at"] = now_iso()
+        for replica in self.replicas:
+            replica.launch()
+            # record each pid at once: were we to die now, others could still stop what we started
+            self.save()
+
+        while True:
+            if self.disowned:
+                return self.abandon()
+            if self.cancel.is_set():
+                self.save()
+                self.stop(self.replicas, "CANCELLED")
+                for replica in self.replicas:
+                    if replica.record["state"] not in TERMINAL:
+                        replica.record["state"] = "CANCELLED"
+                return self.finish("CANCELLED", "cancelled")
+            exited = [replica for replica in self.replicas if replica.exited()]
+            for replica in exited:
+                replica.collect()
+            if exited:
+                outcome = self.on_exits(exited)
+                if outcome is not None:
+                    return outcome
+                if all(replica.record["state"] == "SUCCEEDED" for replica in self.replicas):
+                    return self.finish("SUCCEEDED", "")
+                self.save()
+            self.heartbeat()
+            self.wake.wait(_POLL_S)
+            self.wake.clear()
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m torchspec.schedulers.local_supervisor APP_DIR", file=sys.stderr)
+        return 2
+    app_dir = os.path.abspath(args[0])
+    try:
+        supervisor = Supervisor(app_dir)
+    except Exception as e:
+        traceback.print_exc()
+        reason = f"the supervisor cannot start: {e}"
+        update_state(app_dir, lambda state: state.update(state="FAILED", msg=reason, ended_at=now_iso()))
+        return 1
+    try:
+        return supervisor.run()
+    except BaseException as e:
+        traceback.print_exc()
+        supervisor.emergency_stop(f"the supervisor crashed: {e!r}; see {os.path.join(app_dir, 'supervisor.log')}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
