@@ -95,17 +95,30 @@ def find_macros(text: str) -> list[tuple[str, str]]:
 
 
 def _walk_strings(value: Any, path: Path) -> Iterator[tuple[Path, str, bool]]:
-    """Every string under ``value`` as ``(path, text, is_key)``; keys count, since a macro there is lost too."""
+    """Every string under ``value`` that holds a ``$``, as ``(path, text, is_key)``.
+
+    Keys count, since a macro there is lost too.  Strings without ``$`` cannot
+    hold a macro, and skipping them here keeps the macro rules cheap on big specs.
+    """
     if isinstance(value, str):
-        yield path, value, False
+        if "$" in value:
+            yield path, value, False
     elif isinstance(value, dict):
         for key, item in value.items():
-            if isinstance(key, str):
+            if isinstance(key, str) and "$" in key:
                 yield path + (key,), key, True
-            yield from _walk_strings(item, path + (key,))
+            if isinstance(item, str):
+                if "$" in item:
+                    yield path + (key,), item, False
+            else:
+                yield from _walk_strings(item, path + (key,))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _walk_strings(item, path + (index,))
+            if isinstance(item, str):
+                if "$" in item:
+                    yield path + (index,), item, False
+            else:
+                yield from _walk_strings(item, path + (index,))
 
 
 def _is_substituted(path: Path, is_key: bool) -> bool:
@@ -122,7 +135,7 @@ def _macro_strings(doc: Document) -> Iterator[tuple[Path, str, bool]]:
     param's value only reaches the app through a template, where it is checked.
     """
     data = doc.data if isinstance(doc.data, dict) else {}
-    if isinstance(data.get("name"), str):
+    if isinstance(data.get("name"), str) and "$" in data["name"]:
         yield ("name",), data["name"], False
     if isinstance(data.get("metadata"), dict):
         yield from _walk_strings(data["metadata"], ("metadata",))
