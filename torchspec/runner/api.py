@@ -60,7 +60,12 @@ DEFAULT_SESSION_NAME = "torchspec"
 
 # TORCHSPEC_* variables that describe torchspec or the current job, not a scheduler:
 # passing them on would hand e.g. job_id= to every scheduler of a job that runs a runner.
-_NOT_SCHEDULER_PARAMS = frozenset({"JOB_ID", "PARENT_RUN_ID", "DEBUG"})
+#: TORCHSPEC_* variables with other meanings: torchspec's own settings, and what the
+#: local scheduler sets in every replica (a job may run a Runner itself).
+_NOT_SCHEDULER_PARAMS = frozenset({
+    "JOB_ID", "PARENT_RUN_ID", "DEBUG", "HOME", "REQUIRE_TORCH", "REQUIRE_DOCKER", "REQUIRE_SLURM",
+    "APP_ID", "ROLE_NAME", "REPLICA_ID", "NUM_REPLICAS", "RANK0_HOST", "RESTART_COUNT",
+})
 
 #: What ``run_component`` accepts as the component's arguments.
 ComponentArgs = Union[Mapping[str, Any], Sequence[str], None]
