@@ -783,7 +783,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
                     pending += chunk
                     if not pending.endswith(b"\n"):
                         continue
-                    when, text = _parse_log_line(pending)
+                    when, text = _parse_log_line(pending, with_time=since is not None or until is not None)
                     pending = b""
                     if when is not None and since is not None and when < since:
                         continue
@@ -982,15 +982,26 @@ def _aware(moment: Optional[datetime]) -> Optional[datetime]:
     return moment.astimezone()
 
 
-def _parse_log_line(raw: bytes) -> tuple[Optional[datetime], str]:
-    """Split a stored line into its timestamp and the replica's text; lines without one keep it all."""
+def _parse_log_line(raw: bytes, with_time: bool = True) -> tuple[Optional[datetime], str]:
+    """Split a stored line into its timestamp and the replica's text; lines without one keep it all.
+
+    Parsing the timestamp is most of the cost of reading logs, so it is skipped
+    unless ``since``/``until`` need it.
+    """
     stamp, sep, rest = raw.partition(b"\t")
-    if sep:
+    if sep and _looks_like_stamp(stamp):
+        if not with_time:
+            return None, rest.decode("utf-8", errors="replace")
         try:
             return datetime.fromisoformat(stamp.decode("ascii")), rest.decode("utf-8", errors="replace")
         except ValueError:
             pass
     return None, raw.decode("utf-8", errors="replace")
+
+
+def _looks_like_stamp(stamp: bytes) -> bool:
+    """``2026-11-22T21:14:12.366000+00:00``: cheap shape test before trusting the split."""
+    return 19 <= len(stamp) <= 40 and stamp[4:5] == b"-" and stamp[10:11] == b"T"
 
 
 # ----------------------------------------------------------------------------

@@ -99,7 +99,8 @@ def write_json(path: str, data: Any) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=2, sort_keys=False)
+            # compact: the C encoder, since the supervisor rewrites this after every launch
+            json.dump(data, out, separators=(",", ":"))
             out.write("\n")
         os.replace(tmp, path)
     except BaseException:
