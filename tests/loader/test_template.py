@@ -98,3 +98,31 @@ def test_a_param_named_env_hides_the_function_on_both_paths(tmp_path) -> None:
     r = Renderer({"env": {"A": "1"}, "n": 2}, str(tmp_path))
     assert r.render("{{ env }}") == {"A": "1"}
     assert r.render("{{ env | length }}-{{ n }}") == "1-2"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ 'x'|center(3000000000) }}",
+        "{{ '%0999999999d'|format(1) }}",
+        "{{ '%0999999999d' % 1 }}",
+        "{{ '{:>999999999}'.format(1) }}",
+        "{{ ((9**64)**64)**64 }}",
+        "{{ 'x'|indent(999999999) }}",
+    ],
+)
+def test_huge_allocations_are_refused(r: Renderer, source: str) -> None:
+    with pytest.raises(RenderError) as e:
+        r.render(source)
+    assert e.value.code == "TS403"
+
+
+def test_imports_never_read_devices_or_outside_files(tmp_path) -> None:
+    os.mkfifo(tmp_path / "fifo.j2")
+    r = Renderer({}, str(tmp_path))
+    assert r.read_confined("fifo.j2") is None
+    assert r.read_confined("/etc/passwd") is None
+    assert r.read_confined("../x.j2") is None
+    with pytest.raises(RenderError) as e:
+        r.render("{% include 'fifo.j2' %}")
+    assert e.value.code == "TS405"

@@ -43,7 +43,7 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
     from torchspec.lint import LintOptions, lint_paths
     from torchspec.report import get_reporter
 
-    if explain:
+    if explain is not None:
         return _explain(explain)
     config = load_config().section("lint")
     options = LintOptions(
@@ -58,7 +58,12 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
     if max_file_size or config.get("max_file_size"):
         options.max_file_bytes = int(max_file_size or config["max_file_size"])
     result = lint_paths(paths or (".",), options)
-    stream = open(output, "w", encoding="utf-8") if output else sys.stdout
+    try:
+        stream = open(output, "w", encoding="utf-8") if output else sys.stdout
+    except OSError as e:
+        from torchspec.errors import UsageError
+
+        raise UsageError(f"cannot write the report to {output}: {e.strerror or e}") from None
     try:
         if color is None:
             from torchspec.report.text import should_color

@@ -36,6 +36,15 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
     local time; ones with a zone are converted to local time, so the
     scheduler always compares like with like (naive local datetimes).
     """
+    try:
+        return _parse_when(text, now)
+    except (OverflowError, ValueError) as e:
+        if isinstance(e, click.BadParameter):
+            raise
+        raise click.BadParameter(f"{text!r} is out of range ({e})") from None
+
+
+def _parse_when(text: str, now: datetime | None) -> datetime:
     value = text.strip()
     now = now or datetime.now()
     if value.lower() == "now":

@@ -24,8 +24,22 @@ __all__ = ["LintOptions", "LintResult", "lint_paths", "discover", "EXIT_OK", "EX
 
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
              ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs"}
-#: What a file found in a folder must contain to be taken for a spec.
-_LOOKS_LIKE_SPEC = re.compile(r"""(?m)^\s*(?:-\s+)?(?:\[\[\s*roles\s*\]\]|["']?roles["']?\s*[:=])|appdef\.schema\.json""")
+#: What a file found in a folder must contain to be taken for a spec: a top-level roles key
+#: with an entrypoint somewhere, or a $schema naming the AppDef schema.
+_ROLES_KEY = re.compile(r"""(?m)^(?:\[\[\s*roles\s*\]\]|["']?roles["']?\s*[:=])|^\s{0,2}"roles"\s*:""")
+_ENTRYPOINT = re.compile(r"""["']?entrypoint["']?\s*[:=]""")
+_APPDEF_SCHEMA = re.compile(r"""(?m)^#\s*yaml-language-server:\s*\$schema=\S*appdef|"\$schema"\s*:\s*"[^"]*appdef""")
+#: JSON Schema documents (ours included) describe roles and entrypoints without being specs.
+_JSON_SCHEMA = re.compile(r""""\$schema"\s*:\s*"https?://json-schema\.org/""")
+
+
+def looks_like_spec(text: str) -> bool:
+    """Whether a file found while walking a folder should be linted as a spec."""
+    if _APPDEF_SCHEMA.search(text):
+        return True
+    if _JSON_SCHEMA.search(text):
+        return False
+    return bool(_ROLES_KEY.search(text) and _ENTRYPOINT.search(text))
 
 
 @dataclass
@@ -119,6 +133,6 @@ def lint_file(path: str, named: bool, options: LoadOptions) -> LoadedFile | None
     if problem is not None:
         return LoadedFile(path, diagnostics=[problem])
     assert text is not None
-    if not named and not _LOOKS_LIKE_SPEC.search(text):
+    if not named and not looks_like_spec(text):
         return None
     return load_text(text, path, detect_format(path), options)

@@ -198,6 +198,29 @@ def _load_document(doc: Document, options: LoadOptions, values_file: _ValuesFile
         out.diagnostics.append(doc.diagnostic(e.code, e.message, (), e.hint))
         return out
     out.env_read = renderer.env_read
+    try:
+        return _checked(out, doc, declared, sources, renderer, resolved, has_templates, options)
+    finally:
+        _redact(out.diagnostics, renderer.env_read)
+
+
+def _redact(diagnostics: list[Diagnostic], env_read: list[str]) -> None:
+    """Never show what env() read: a spec from a pull request must not print CI secrets into annotations."""
+    secrets = sorted({os.environ[n] for n in env_read if len(os.environ.get(n, "")) >= 3}, key=len, reverse=True)
+    if not secrets:
+        return
+    for d in diagnostics:
+        for secret in secrets:
+            d.message = d.message.replace(secret, "<value from env()>")
+            if d.hint:
+                d.hint = d.hint.replace(secret, "<value from env()>")
+
+
+def _checked(out: LoadedDocument, doc: Document, declared: dict[str, Any], sources: dict[Path, str],
+             renderer: Renderer, resolved: Any, has_templates: bool, options: LoadOptions) -> LoadedDocument:
+    """Steps 5-7: the rendered document against the strict schema, the rules, then the AppDef."""
+    from torchspec.schema import validator
+
     if not out.ok or out.rendered is None:
         return out
     doubtful = _placeholder_paths(sources, resolved.placeholders)
@@ -293,11 +316,5 @@ def _unused_params(out: LoadedDocument, doc: Document, declared: dict[str, Any],
 
 
 def _import_text(renderer: Renderer, path: str) -> str:
-    for root in renderer.roots:
-        try:
-            with open(os.path.join(root, path), encoding="utf-8") as f:
-                return f.read()
-        except OSError:
-            continue
-    return ""
-
+    """An import file's text, read under the same rules as templates: inside an allowed folder, a regular file."""
+    return renderer.read_confined(path) or ""

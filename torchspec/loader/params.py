@@ -64,6 +64,11 @@ def declarations(doc: Document) -> tuple[dict[str, Param], list[Diagnostic]]:
         p = Param(name, decl["type"], decl.get("default", _NO_DEFAULT), decl.get("help", ""),
                   decl.get("choices"), decl.get("min"), decl.get("max"))
         problems = []
+        for bound in ("min", "max"):
+            value = getattr(p, bound)
+            if value is not None and not math.isfinite(value):
+                problems.append(((bound,), f"{bound} must be a finite number, not {value}"))
+                setattr(p, bound, None)
         if p.min is not None and p.max is not None and p.min > p.max:
             problems.append((("min",), f"min {p.min} is larger than max {p.max}"))
         for i, choice in enumerate(p.choices or []):

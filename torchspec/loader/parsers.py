@@ -392,6 +392,9 @@ def parse_toml(text: str, file: str) -> Parsed:
         import tomli as tomllib  # type: ignore[no-redef]
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        return [], [Diagnostic("TS104", "values are nested too deeply", file=file, line=1, column=1,
+                               hint="flatten the document")]
     except tomllib.TOMLDecodeError as e:
         message = str(e)
         m = _TOML_AT.search(message)

@@ -27,6 +27,8 @@ from torchspec.schema import did_you_mean
 
 #: The largest string or list one ``*`` may build in a template.
 MAX_REPEAT = 100_000
+#: The largest template file an import or include may read.
+MAX_TEMPLATE_BYTES = 1024 * 1024
 #: Seconds one document may spend rendering templates (main thread only).
 RENDER_SECONDS = 5.0
 
@@ -174,6 +176,24 @@ class Renderer:
     def _expression(self, source: str) -> Any:
         return _compiled(self.jinja(), "e", source)
 
+    def read_confined(self, path: str) -> str | None:
+        """Text of ``path`` if it is a regular, small file inside an allowed folder, else None.
+
+        Never follows a path out of the allowed folders (``..``, absolute
+        paths, symlinks) and never opens devices or FIFOs, which could hang.
+        """
+        if os.path.isabs(path) or ".." in path.replace("\\", "/").split("/"):
+            return None
+        for root in self.roots:
+            real = os.path.realpath(os.path.join(root, path))
+            if not _inside(real, self.roots) or not os.path.isfile(real):
+                continue
+            if os.path.getsize(real) > MAX_TEMPLATE_BYTES:
+                return None
+            with open(real, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        return None
+
     def _env(self, name: str, default: Any = _MISSING) -> Any:
         if not isinstance(name, str):
             raise RenderError("TS404", "env() takes the variable name as a string")
@@ -221,6 +241,38 @@ class Renderer:
         if isinstance(e, RecursionError):
             return RenderError("TS404", "templates recurse too deeply")
         return RenderError("TS404", f"{type(e).__name__}: {e}")
+
+
+_WIDTHS = re.compile(r"%[-+ #0]*(\d+)|%[-+ #0]*\d*\.(\d+)|\{[^{}]*:[^{}]*?(\d+)[^{}]*\}")
+
+
+def _check_widths(fmt: str) -> None:
+    """Refuse format strings whose field widths would build huge strings (``%0999999999d``)."""
+    from jinja2.sandbox import SecurityError
+
+    for match in _WIDTHS.finditer(fmt):
+        if any(g and int(g) > MAX_REPEAT for g in match.groups()):
+            raise SecurityError(f"format widths above {MAX_REPEAT} are not allowed")
+
+
+def _bounded(f: Any) -> Any:
+    """A filter whose numeric arguments (widths, lengths) are capped, and whose format string is checked."""
+    from jinja2.sandbox import SecurityError
+
+    @functools.wraps(f)
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        for value in list(args) + list(kwargs.values()):
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_REPEAT:
+                raise SecurityError(f"filter arguments above {MAX_REPEAT} are not allowed")
+        if f.__name__ == "do_format" and args and isinstance(args[0], str):
+            _check_widths(args[0])
+        return f(*args, **kwargs)
+
+    return bounded
+
+
+def _inside(real: str, roots: list[str]) -> bool:
+    return any(real == root or real.startswith(root + os.sep) for root in roots)
 
 
 def _syntax_hint(message: str) -> str | None:
@@ -288,24 +340,39 @@ def _make_environment(roots: list[str]) -> Any:
         """Reads templates only from the allowed folders, after resolving symlinks."""
 
         def get_source(self, environment: Any, template: str) -> Any:
+            for root in roots:  # check before opening: a FIFO or a device would hang or flood the read
+                real = os.path.realpath(os.path.join(root, *template.replace("\\", "/").split("/")))
+                if os.path.exists(real) and (not _inside(real, roots) or not os.path.isfile(real)
+                                             or os.path.getsize(real) > MAX_TEMPLATE_BYTES):
+                    raise TemplateNotFound(template)
             source, filename, uptodate = super().get_source(environment, template)
-            real = os.path.realpath(filename)
-            if not any(real == root or real.startswith(root + os.sep) for root in roots):
+            if not _inside(os.path.realpath(filename), roots):
                 raise TemplateNotFound(template)
             return source, filename, uptodate
 
     class Sandbox(ImmutableSandboxedEnvironment):
-        intercepted_binops = frozenset(["*", "**"])
+        intercepted_binops = frozenset(["*", "**", "%"])
 
         def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-            if operator == "**" and isinstance(right, (int, float)) and abs(right) > 64:
-                raise SecurityError("exponents above 64 are not allowed")
+            if operator == "**" and isinstance(right, (int, float)):
+                size = abs(left).bit_length() if isinstance(left, int) else 64
+                if abs(right) > 64 or size * abs(right) > 4096:
+                    raise SecurityError("powers larger than 4096 bits are not allowed")
+            if operator == "%" and isinstance(left, str):
+                _check_widths(left)
             if operator == "*":
                 for seq, n in ((left, right), (right, left)):
                     if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > MAX_REPEAT:
                         raise SecurityError(f"repetition would build more than {MAX_REPEAT} items")
             return super().call_binop(context, operator, left, right)
 
+        def getattr(self, obj: Any, attribute: str) -> Any:
+            if isinstance(obj, str) and attribute in ("format", "format_map"):
+                _check_widths(obj)  # "{:>999999999}".format(1)
+            return super().getattr(obj, attribute)
+
     env = Sandbox(loader=ConfinedLoader(roots), undefined=StrictUndefined, autoescape=False)
+    for name in ("center", "indent", "wordwrap", "truncate", "format"):
+        env.filters[name] = _bounded(env.filters[name])
     env.compiled_cache = {}  # see _compiled: it lives and dies with its environment
     return env

@@ -548,11 +548,14 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         """Write the app folder, start its supervisor, and return the app id without waiting."""
         request = dryrun_info.request
         app_dir = request.app_dir
-        os.makedirs(os.path.dirname(app_dir), exist_ok=True)
         try:
+            os.makedirs(os.path.dirname(app_dir), exist_ok=True)
             os.mkdir(app_dir)
         except FileExistsError:
             raise RuntimeError(f"app folder {app_dir} already exists: submit the app again for a new id") from None
+        except OSError as e:
+            raise ValueError(f"cannot create the app folder {app_dir}: {e.strerror or e}"
+                             " (check the state_dir run option or TORCHSPEC_HOME)") from None
         write_json(os.path.join(app_dir, SPEC_FILE), request.spec)
         write_json(os.path.join(app_dir, REQUEST_FILE), request.to_json())
         for role in request.roles:

@@ -426,6 +426,7 @@ _MOUNT_OPT_MAP: Mapping[str, str] = {
     "source": "src",
     "src": "src",
     "perm": "perm",
+    "permissions": "perm",
 }
 
 
