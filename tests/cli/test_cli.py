@@ -195,3 +195,8 @@ def test_lint_show_env(tmp_path) -> None:
     spec.write_text("name: '{{ env(\"TS_TOKEN\", \"x\") }}'\nroles: [{name: r, image: i, entrypoint: e}]\n")
     r = run("lint", "--show-env", str(spec), env={"TS_TOKEN": "secret-value"})
     assert r.returncode == 0 and "TS_TOKEN" in r.stderr and "secret-value" not in r.stderr + r.stdout
+
+
+def test_lint_of_the_repository_root_skips_json_schemas() -> None:
+    r = run("lint")
+    assert r.returncode == 0, r.stdout

@@ -163,3 +163,25 @@ def test_numbers_become_text_where_only_text_is_allowed(tmp_path) -> None:
     assert role.args == ["90", "0.5"]
     assert role.env == {"EPOCHS": "90", "ON": "True"}
     assert role.max_retries == 3
+
+
+def test_env_values_never_reach_diagnostics(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TS_SECRET", "hunter2-secret")
+    path = write(tmp_path, textwrap.dedent("""\
+        name: x
+        roles:
+          - name: r
+            image: i
+            entrypoint: e
+            num_replicas: "{{ env('TS_SECRET') }}"
+            retry_policy: "{{ env('TS_SECRET') }}"
+        """))
+    found = load_file(path).all_diagnostics()
+    assert found and all("hunter2" not in d.message + (d.hint or "") for d in found)
+    assert any("<value from env()>" in d.message for d in found)
+
+
+def test_infinite_param_bounds_are_declaration_errors(tmp_path) -> None:
+    path = write(tmp_path, "name: x\nparams: {n: {type: integer, min: .inf}}\n"
+                           "roles: [{name: r, image: i, entrypoint: e, num_replicas: '{{ n }}'}]\n")
+    assert [d.code for d in load_file(path, LoadOptions(lint=True)).all_diagnostics()] == ["TS306"]
