@@ -629,12 +629,14 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
                     if error != NONE:
                         errors.append((os.path.getmtime(error_file), error))
                 replicas.append(
-                    ReplicaStatus(
+                    LocalReplicaStatus(
                         id=replica["id"],
                         state=_app_state(replica.get("state")),
                         role=role_name,
                         hostname=RANK0_HOST,
                         structured_error_msg=error,
+                        exit_code=replica.get("exit_code"),
+                        num_restarts=int(replica.get("restarts") or 0),
                     )
                 )
             roles_statuses.append(RoleStatus(role=role_name, replicas=replicas))
@@ -976,6 +978,17 @@ def _read_error_file(path: str) -> str:
             return json.dumps(json.load(src))
     except (OSError, ValueError):
         return NONE
+
+
+@dataclass
+class LocalReplicaStatus(ReplicaStatus):
+    """A ReplicaStatus that also carries what the supervisor knows: the exit code and restart count.
+
+    A subclass, so ``torchspec.specs.ReplicaStatus`` stays exactly TorchX's.
+    """
+
+    exit_code: Optional[int] = None
+    num_restarts: int = 0
 
 
 def _aware(moment: Optional[datetime]) -> Optional[datetime]:
