@@ -38,7 +38,7 @@ class Param:
         return self.default is _NO_DEFAULT
 
     def usage(self) -> str:
-        """``-p nnodes=<integer>  number of nodes`` for messages and ``torchspec render --help-params``."""
+        """``-p nnodes=<integer>  number of nodes``: how to pass the param, for messages."""
         text = f"-p {self.name}=<{self.type}>"
         if self.choices:
             text += f" (one of: {', '.join(str(c) for c in self.choices)})"
