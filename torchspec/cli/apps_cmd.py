@@ -160,7 +160,7 @@ def describe(handle: str, as_json: bool) -> int:
 
     Exit codes: 0 ok, 2 malformed or unknown handle, or unknown scheduler.
     """
-    from torchspec.loader.build import dump_app
+    from torchspec.convert import dump_app
 
     with open_runner() as runner:
         check_handle(runner, handle)

@@ -1,7 +1,10 @@
-"""Rendered, validated document data -> ``torchspec.specs.AppDef``.
+"""Spec-file data <-> ``torchspec.specs.AppDef``, both ways.
 
-By the time data gets here it has passed the strict schema and the semantic
-rules, so this module only maps keys onto the spec dataclasses.
+``build_app`` takes data that already passed the strict schema and the
+semantic rules, so it only maps keys onto the spec dataclasses; ``dump_app``
+is what ``render`` prints and what the local scheduler stores.  It lives
+outside the loader so that ``status`` can rebuild roles without importing
+YAML, Jinja and the schema.
 """
 
 from __future__ import annotations
