@@ -29,7 +29,6 @@ declare, so ``torchspec lint`` never imports a backend to read its settings.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -40,7 +39,6 @@ from torchspec.errors import UsageError
 if TYPE_CHECKING:
     from torchspec.specs.runopts import CfgVal, runopts
 
-logger: logging.Logger = logging.getLogger(__name__)
 
 __all__ = [
     "Config",
@@ -164,7 +162,9 @@ def scheduler_cfg(config: Config, name: str, opts: "runopts | None" = None) -> d
         source = config.sources.get(_key(("scheduler", name, key)), "config")
         opt = opts.get(key)
         if opt is None:
-            logger.warning("%s: `%s` in [scheduler.%s] is not a run option of the %s scheduler; ignored",
+            import logging  # only here: lint's start-up path reads config too
+
+            logging.getLogger(__name__).warning("%s: `%s` in [scheduler.%s] is not a run option of the %s scheduler; ignored",
                            source, key, name, name)
             continue
         out[key] = _typed(value, opt, source, f"scheduler.{name}.{key}")

@@ -164,7 +164,7 @@ def test_lint_start_up_stays_light(tmp_path) -> None:
     code = ("import sys\nfrom torchspec.cli.main import main\n"
             f"sys.argv = ['torchspec', 'lint', {str(spec)!r}]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('rich', 'docker', 'kubernetes', 'jsonschema', 'jinja2') if m in sys.modules))")
+            "print(sorted(m for m in ('rich', 'docker', 'kubernetes', 'jsonschema', 'jinja2', 'torchspec.specs', 'logging') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.stdout.strip().splitlines()[-1] == "[]"
 

@@ -15,12 +15,16 @@ from typing import Any
 
 from torchspec.errors import Diagnostic
 from torchspec.loader.document import Document
-from torchspec.schema import did_you_mean
+from torchspec.schema import _is_type, did_you_mean
 
 TYPES = ("string", "integer", "number", "boolean", "list", "map")
+# Boolean spellings, the same as run options accept (specs.runopts); not imported from
+# there because that would load torchspec.specs on lint's start-up path.
+_TRUE_LITERALS = frozenset({"true", "1", "yes", "on"})
+_FALSE_LITERALS = frozenset({"false", "0", "no", "off"})
+#: param types that JSON Schema names differently
+_JSON_TYPES = {"list": "array", "map": "object"}
 _NO_DEFAULT = object()
-_TRUE = {"true", "yes", "on", "1"}
-_FALSE = {"false", "no", "off", "0"}
 
 
 @dataclass
@@ -107,9 +111,9 @@ def convert(param: Param, raw: str) -> Any:
         if not math.isfinite(value):
             raise ConversionError(f"{raw!r} is not a finite number")
     elif t == "boolean":
-        if text.lower() in _TRUE:
+        if text.lower() in _TRUE_LITERALS:  # the same spellings as run options
             value = True
-        elif text.lower() in _FALSE:
+        elif text.lower() in _FALSE_LITERALS:
             value = False
         else:
             raise ConversionError(f"{raw!r} is not a boolean (use true or false)")
@@ -147,16 +151,7 @@ def _parse_map(text: str) -> dict[str, str]:
 def check(param: Param, value: Any, check_choices: bool = True) -> Any:
     """Check a typed value (from a values file or a default) and normalise numbers."""
     t = param.type
-    ok = {
-        "string": isinstance(value, str),
-        "integer": isinstance(value, int) and not isinstance(value, bool)
-        or isinstance(value, float) and value.is_integer(),
-        "number": isinstance(value, (int, float)) and not isinstance(value, bool),
-        "boolean": isinstance(value, bool),
-        "list": isinstance(value, list),
-        "map": isinstance(value, dict),
-    }[t]
-    if not ok:
+    if not _is_type(value, _JSON_TYPES.get(t, t)):
         if isinstance(value, str) and t != "string":
             return convert(param, value)
         raise ConversionError(f"expected {t}, got {type(value).__name__} {value!r}")

@@ -45,9 +45,22 @@ class _ParseError(Exception):
         self.hint = hint
 
 
+def _line_of(text: str, line: int | None) -> str | None:
+    """The text of 1-based ``line``, without splitting the whole file."""
+    if not line or line < 1:
+        return None
+    start = 0
+    for _ in range(line - 1):
+        start = text.find("\n", start) + 1
+        if start == 0:
+            return None
+    end = text.find("\n", start)
+    return text[start:] if end < 0 else text[start:end].rstrip("\r")
+
+
 def _diagnostic(file: str, text: str, err: _ParseError, index: int = 0) -> Diagnostic:
     line, col = err.position or (None, None)
-    source = text.splitlines()[line - 1] if line and line <= len(text.splitlines()) else None
+    source = _line_of(text, line)
     return Diagnostic(err.code, err.message, file=file, line=line, column=col, hint=err.hint,
                       document=index, source_line=source)
 
@@ -130,7 +143,7 @@ def _yaml_syntax_error(e: yaml.MarkedYAMLError, text: str) -> _ParseError:
     problem = e.problem or e.context or "invalid YAML"
     message = problem if not e.context or e.context == problem else f"{problem} ({e.context})"
     hint = next((h for needle, h in _YAML_HINTS if needle in message), None)
-    if mark is not None and "{{" in (text.splitlines()[mark.line] if mark.line < len(text.splitlines()) else ""):
+    if mark is not None and "{{" in (_line_of(text, mark.line + 1) or ""):
         hint = 'quote values that hold Jinja templates: key: "{{ value }}"'
     position = (mark.line + 1, mark.column + 1) if mark is not None else None
     return _ParseError("TS101", message, position, hint)
@@ -193,7 +206,7 @@ class _YamlBuilder:
                 merged.extend(self._merge_sources(value_node, kwhere))
                 continue
             if not isinstance(key_node, ScalarNode):
-                line = self.text.splitlines()[kmark.line] if kmark.line < len(self.text.splitlines()) else ""
+                line = self._line(kmark.line + 1) or ""
                 hint = ('quote values that hold Jinja templates: key: "{{ value }}"' if "{{" in line
                         else "mapping keys must be plain strings")
                 raise _ParseError("TS106", "a mapping key must be a string, not a list or mapping", kwhere, hint)
@@ -227,8 +240,7 @@ class _YamlBuilder:
         raise _ParseError("TS106", "a merge key (<<) needs a mapping or a list of mappings", where)
 
     def _line(self, line: int) -> str | None:
-        lines = self.text.splitlines()
-        return lines[line - 1] if 0 < line <= len(lines) else None
+        return _line_of(self.text, line)
 
 
 def _fmt(path: Path) -> str:
@@ -372,7 +384,7 @@ def parse_json(text: str, file: str) -> Parsed:
         return [], [_diagnostic(file, text, e)]
     if parser.duplicates:
         for d in parser.duplicates:
-            d.source_line = text.splitlines()[d.line - 1] if d.line else None
+            d.source_line = _line_of(text, d.line)
         return [], parser.duplicates
     return [Document(file, text, data, 0, parser.positions, parser.key_positions, "json")], []
 
