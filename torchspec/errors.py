@@ -90,6 +90,19 @@ class UsageError(TorchSpecError):
         self.hint = hint
 
 
+class BackendError(TorchSpecError):
+    """A scheduler's backend could not be reached or refused a request (no Docker engine, image missing).
+
+    Not the user's spec and not a torchspec bug: the CLI prints ``message``
+    and ``hint`` (how to fix the backend) and exits 6.
+    """
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
 class SpecError(TorchSpecError):
     """A spec file could not be turned into an AppDef.
 

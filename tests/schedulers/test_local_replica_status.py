@@ -14,7 +14,8 @@ EXE = pathlib.Path(sys.executable).with_name("torchspec")
 def test_replica_exit_codes_and_restarts(tmp_path) -> None:
     (tmp_path / "fail.yaml").write_text(
         "name: failer\nroles:\n  - name: w\n    image: .\n    entrypoint: sh\n"
-        "    args: ['-c', 'exit 3']\n    num_replicas: 2\n    max_retries: 1\n    retry_policy: REPLICA\n")
+        "    args: ['-c', 'exit $((3 * (1 - ${replica_id})))']\n    num_replicas: 2\n    max_retries: 1\n"
+        "    retry_policy: REPLICA\n")
     env = dict(os.environ, TORCHSPEC_HOME=str(tmp_path / "home"), NO_COLOR="1")
     command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "torchspec"]
     submitted = subprocess.run(command + ["submit", "fail.yaml", "--wait"], capture_output=True, text=True,
@@ -24,4 +25,5 @@ def test_replica_exit_codes_and_restarts(tmp_path) -> None:
     status = json.loads(subprocess.run(command + ["status", "--json", handle], capture_output=True, text=True,
                                        env=env, timeout=60).stdout)
     replicas = status["roles"][0]["replicas"]
-    assert [(r["exit_code"], r["num_restarts"]) for r in replicas] == [(3, 1), (3, 1)]
+    # replica 0 fails, is restarted once and fails again; replica 1 succeeds at once
+    assert [(r["exit_code"], r["num_restarts"]) for r in replicas] == [(3, 1), (0, 0)]

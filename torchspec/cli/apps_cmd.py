@@ -199,3 +199,25 @@ def cancel(handle: str) -> int:
         runner.cancel(handle)
     print(f"cancelled {handle}", file=sys.stderr)
     return EXIT_OK
+
+
+@click.command()
+@click.argument("handle")
+def delete(handle: str) -> int:
+    """Remove an app: cancel it if it runs, then delete what the scheduler keeps of it.
+
+    On docker that is the app's containers (with their logs) and its
+    network (volumes are never removed); on local, the app's folder.
+
+    Exit codes: 0 ok, 2 malformed or unknown handle, unknown scheduler, or a
+    scheduler that cannot delete apps.
+    """
+    with open_runner() as runner:
+        require_status(runner, handle)
+        try:
+            runner.delete(handle)
+        except NotImplementedError:
+            raise UsageError(f"the {handle.split('://', 1)[0]} scheduler cannot delete apps",
+                             f"stop it with: torchspec cancel {handle}") from None
+    print(f"deleted {handle}", file=sys.stderr)
+    return EXIT_OK

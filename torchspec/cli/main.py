@@ -10,6 +10,7 @@ Exit codes (stable, documented in README):
   3  internal error (a bug in torchspec; set TORCHSPEC_DEBUG=1 for the traceback)
   4  the app FAILED (wait, submit --wait/--log)
   5  the app was CANCELLED (wait, submit --wait/--log)
+  6  the scheduler's backend cannot be reached or refused the request (e.g. no Docker engine)
   124  wait --timeout ran out before the app ended
 """
 
@@ -24,6 +25,7 @@ EXIT_OK = 0
 EXIT_SPEC_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_BACKEND = 6
 
 #: command name -> (module, attribute, one-line help); help here keeps `--help` from importing every command
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -37,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "logs": ("torchspec.cli.logs_cmd", "logs", "Print (or follow) an app's logs, prefixed with role/replica."),
     "wait": ("torchspec.cli.wait_cmd", "wait", "Wait for an app to end; the exit code says how it ended."),
     "cancel": ("torchspec.cli.apps_cmd", "cancel", "Cancel an app and everything it started."),
+    "delete": ("torchspec.cli.apps_cmd", "delete", "Remove an app and what the scheduler keeps of it (docker)."),
     "list": ("torchspec.cli.apps_cmd", "list_apps", "List the apps a scheduler knows about."),
     "describe": ("torchspec.cli.apps_cmd", "describe", "Show the AppDef an app was submitted with."),
     "runopts": ("torchspec.cli.info_cmd", "runopts", "Print the run options (-c) of the schedulers."),
@@ -65,7 +68,7 @@ def _handle(e: BaseException) -> int:
     import click
 
     from torchspec.cli import console
-    from torchspec.errors import SpecError, UsageError
+    from torchspec.errors import BackendError, SpecError, UsageError
 
     if isinstance(e, click.exceptions.Exit):
         return e.exit_code
@@ -78,6 +81,9 @@ def _handle(e: BaseException) -> int:
     if isinstance(e, UsageError):
         console.error(e.message, e.hint)
         return EXIT_USAGE
+    if isinstance(e, BackendError):
+        console.error(e.message, e.hint)
+        return EXIT_BACKEND
     if isinstance(e, SpecError):
         console.diagnostics(e.diagnostics)
         return EXIT_SPEC_ERROR

@@ -7,6 +7,7 @@ works; everything for people (progress, logs with ``--log``) goes to stderr.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -35,6 +36,9 @@ class BadRunConfig(UsageError):
 
 def submission_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """The options ``submit`` and ``dryrun`` share, so both read a job the same way."""
+    f = click.option("--workspace", metavar="DIR", type=click.Path(exists=True, file_okay=False),
+                     help="Build the first role's image with DIR's files copied on top, and run that "
+                          "(schedulers that build images, e.g. docker; an unchanged DIR reuses the image).")(f)
     f = click.option("--params-file", type=click.Path(exists=True, dir_okay=False),
                      help="YAML, JSON or TOML file of param values (-p wins over it).")(f)
     f = click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE",
@@ -99,7 +103,7 @@ def _prepare(runner: "Runner", scheduler: str | None, cfg_str: str | None) -> tu
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the app to end; the exit code says how it ended.")
 @click.option("--log", is_flag=True, help="Stream every replica's logs (on stderr) until the app ends; implies --wait.")
 def submit(component: str, scheduler: str | None, cfg: str | None, params: tuple[str, ...], params_file: str | None,
-           wait_: bool, log: bool) -> int:
+           workspace: str | None, wait_: bool, log: bool) -> int:
     """Submit FILE (a spec) or COMPONENT (a built-in such as utils.echo) and print its app handle.
 
     Only the handle goes to stdout, so `H=$(torchspec submit job.yaml)` works.
@@ -112,8 +116,9 @@ def submit(component: str, scheduler: str | None, cfg: str | None, params: tuple
     """
     with open_runner() as runner:
         name, run_cfg = _prepare(runner, scheduler, cfg)
-        with _submission(name):
-            handle = runner.run_component(component, parse_params(params), name, run_cfg, params_file=params_file)
+        with _submission(name), _build_progress(workspace):
+            handle = runner.run_component(component, parse_params(params), name, run_cfg, workspace=workspace,
+                                          params_file=params_file)
         click.echo(handle)
         sys.stdout.flush()
         if not (wait_ or log):
@@ -138,11 +143,12 @@ def submit(component: str, scheduler: str | None, cfg: str | None, params: tuple
 @click.command()
 @submission_options
 def dryrun(component: str, scheduler: str | None, cfg: str | None, params: tuple[str, ...],
-           params_file: str | None) -> int:
+           params_file: str | None, workspace: str | None) -> int:
     """Print exactly what `torchspec submit` would send to the scheduler, without sending it.
 
     The output is the scheduler's request (the AppDryRunInfo), highlighted
-    only on a terminal.
+    only on a terminal. With --workspace the image is built (as submit
+    would), so the request names the image that would run.
 
     Exit codes: 0 ok, 1 spec error, 2 usage error (unknown scheduler or
     component, bad -c or -p).
@@ -151,10 +157,54 @@ def dryrun(component: str, scheduler: str | None, cfg: str | None, params: tuple
 
     with open_runner() as runner:
         name, run_cfg = _prepare(runner, scheduler, cfg)
-        with _submission(name):
-            info = runner.dryrun_component(component, parse_params(params), name, run_cfg, params_file=params_file)
+        with _submission(name), _build_progress(workspace):
+            info = runner.dryrun_component(component, parse_params(params), name, run_cfg, workspace=workspace,
+                                           params_file=params_file)
     console.highlighted(str(info), "yaml")
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _build_progress(workspace: str | None) -> Iterator[None]:
+    """Show a scheduler's image build on stderr while it runs: a spinner with the current step on a
+    terminal, one line per step otherwise (CI logs). Schedulers report steps at INFO on their logger."""
+    if not workspace:
+        yield
+        return
+    from torchspec.cli.console import use_color
+
+    logger = logging.getLogger("torchspec.schedulers")
+    handler: logging.Handler
+    status = None
+    if use_color(sys.stderr):
+        from rich.console import Console
+
+        status = Console(stderr=True).status(f"building the workspace {workspace}")
+        status.start()
+        handler = _CallbackHandler(lambda line: status.update(f"workspace: {line}"))  # type: ignore[union-attr]
+    else:
+        handler = _CallbackHandler(lambda line: print(f"workspace: {line}", file=sys.stderr, flush=True))
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+        if status is not None:
+            status.stop()
+
+
+class _CallbackHandler(logging.Handler):
+    """Hands each log message's text to a function."""
+
+    def __init__(self, callback: Callable[[str], None]) -> None:
+        super().__init__(level=logging.INFO)
+        self.callback = callback
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.callback(record.getMessage())
 
 
 @contextlib.contextmanager

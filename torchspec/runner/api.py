@@ -369,6 +369,15 @@ class Runner:
         if status is not None and not status.is_terminal():
             scheduler.cancel(app_id)
 
+    def delete(self, app_handle: AppHandle) -> None:
+        """Stop the app if it runs and remove everything the scheduler keeps of it, logs included.
+
+        Raises ``NotImplementedError`` for schedulers that cannot remove apps.
+        """
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        scheduler.delete(app_id)
+        self._apps.pop(app_handle, None)
+
     def stop(self, app_handle: AppHandle) -> None:
         """Same as :meth:`cancel`, kept for TorchX code (which deprecates it)."""
         import warnings

@@ -31,10 +31,12 @@ from torchspec.specs import UnknownSchedulerException
 #: The entry-point group schedulers register in.
 GROUP = "torchspec.schedulers"
 
-# The distribution whose entry points count as built-in: they come first, in
-# the order pyproject.toml declares them, so the default scheduler never
-# depends on which plug-ins happen to be installed.
+# The distribution whose entry points count as built-in: they come first,
+# ``local`` leading (installers write entry points in no order we control), so
+# the default scheduler never depends on which plug-ins happen to be installed.
 _BUILTIN_DIST = "torchspec"
+#: The default scheduler when no config names one: the one that needs nothing installed.
+DEFAULT_SCHEDULER = "local"
 
 
 class SchedulerFactory(Protocol):
@@ -80,7 +82,7 @@ def _is_builtin(entry_point: metadata.EntryPoint) -> bool:
 def get_scheduler_factories() -> Dict[str, SchedulerFactory]:
     """Every registered scheduler by name, read fresh from the installed entry points.
 
-    Built-in schedulers come first (the first one is the default), then
+    Built-in schedulers come first, ``local`` (the default) leading, then
     plug-ins sorted by name.  Raises :class:`DuplicateSchedulerError` naming
     both providers when two packages register the same name.
     """
@@ -98,6 +100,7 @@ def get_scheduler_factories() -> Dict[str, SchedulerFactory]:
             )
         seen[ep.name] = ep
         (builtin if _is_builtin(ep) else plugins).append(ep)
+    builtin.sort(key=lambda ep: (ep.name != DEFAULT_SCHEDULER, ep.name))
     plugins.sort(key=lambda ep: ep.name)
     return {ep.name: _EntryPointFactory(ep) for ep in builtin + plugins}
 
@@ -130,6 +133,7 @@ def get_schedulers(session_name: str, **scheduler_params: object) -> Dict[str, S
 
 
 __all__ = [
+    "DEFAULT_SCHEDULER",
     "GROUP",
     "DescribeAppResponse",
     "DuplicateSchedulerError",

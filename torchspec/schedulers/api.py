@@ -161,6 +161,15 @@ class Scheduler(abc.ABC, Generic[T]):
         if self.exists(app_id):
             self._cancel_existing(app_id)
 
+    def delete(self, app_id: str) -> None:
+        """Cancel the app if it runs, then remove what the scheduler keeps of it (logs included).
+
+        For backends that keep finished apps around (Docker's stopped
+        containers); a no-op for an app that does not exist.  Raises
+        ``NotImplementedError`` where a scheduler cannot remove apps.
+        """
+        raise NotImplementedError(f"{self.__class__.__qualname__} cannot delete apps")
+
     def log_iter(
         self,
         app_id: str,
@@ -204,6 +213,17 @@ class Scheduler(abc.ABC, Generic[T]):
                 )
 
 
+def aware(moment: Optional[datetime]) -> Optional[datetime]:
+    """``moment`` with a time zone; a naive one is local time, as ``datetime.now()`` gives.
+
+    ``log_iter`` callers pass either; schedulers compare them with the aware
+    times their logs carry.
+    """
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.astimezone()
+
+
 def filter_regex(regex: str, data: Iterable[str]) -> Iterable[str]:
     """The items of ``data`` in which ``regex`` matches anywhere (``re.search``), lazily."""
     pattern = re.compile(regex)
@@ -228,6 +248,7 @@ __all__ = [
     "ListAppResponse",
     "Scheduler",
     "Stream",
+    "aware",
     "filter_regex",
     "split_lines",
 ]

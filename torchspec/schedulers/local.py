@@ -28,11 +28,9 @@ import json
 import logging
 import os
 import re
-import secrets
 import shlex
 import shutil
 import signal
-import string
 import subprocess
 import sys
 import time
@@ -40,7 +38,16 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Pattern
 
-from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream
+from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware
+from torchspec.schedulers.replicas import (
+    ENV_APP_ID,
+    ENV_NUM_REPLICAS,
+    ENV_RANK0_HOST,
+    ENV_REPLICA_ID,
+    ENV_ROLE_NAME,
+    make_app_id,
+    replica_env,
+)
 from torchspec.schedulers.local_state import (
     APPS,
     ERROR_FILE,
@@ -89,13 +96,6 @@ logger: logging.Logger = logging.getLogger(__name__)
 #: ``state.json`` stores states by name; anything unrecognised reads as UNKNOWN.
 _STATES: Dict[str, AppState] = {state.name: state for state in AppState}
 
-#: Environment variables every replica gets (besides its role's env).
-ENV_APP_ID = "TORCHSPEC_APP_ID"
-ENV_ROLE_NAME = "TORCHSPEC_ROLE_NAME"
-ENV_REPLICA_ID = "TORCHSPEC_REPLICA_ID"
-ENV_NUM_REPLICAS = "TORCHSPEC_NUM_REPLICAS"
-#: What ``${rank0_env}`` becomes: the NAME of this variable, which holds rank 0's host.
-ENV_RANK0_HOST = "TORCHSPEC_RANK0_HOST"
 #: Set by the supervisor at each launch: 0 first, then how often this replica was restarted.
 ENV_RESTART_COUNT = "TORCHSPEC_RESTART_COUNT"
 #: Where a replica (torchelastic's ``@record``) writes its error as JSON, shown by ``describe``.
@@ -103,9 +103,6 @@ ENV_ERROR_FILE = "TORCHELASTIC_ERROR_FILE"
 
 #: The host every replica reaches rank 0 at.
 RANK0_HOST = "localhost"
-
-_SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
-_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def _app_state(name: Optional[str]) -> AppState:
@@ -115,14 +112,6 @@ def _app_state(name: Optional[str]) -> AppState:
 # ----------------------------------------------------------------------------
 # Pure translators: AppDef + cfg -> request
 # ----------------------------------------------------------------------------
-
-
-def make_app_id(app_name: str, suffix: Optional[str] = None) -> str:
-    """``{name}-{6 random chars}``, e.g. ``hello-k3x9q2``: unique, readable, and safe as a folder name."""
-    base = _UNSAFE_NAME_CHARS.sub("-", app_name).strip("-.")[:48] or "app"
-    if suffix is None:
-        suffix = "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(6))
-    return f"{base}-{suffix}"
 
 
 def resolve_image(image: str, cwd: str, use_cwd: bool = False) -> str:
@@ -199,15 +188,7 @@ def role_to_request(
         replica_dir = os.path.join(app_dir, role.name, str(replica_id))
         env: Dict[str, str] = dict(filled.env)
         env.update({key: values.substitute(value) for key, value in extra_env.items()})
-        env.update(
-            {
-                ENV_APP_ID: app_id,
-                ENV_ROLE_NAME: role.name,
-                ENV_REPLICA_ID: str(replica_id),
-                ENV_NUM_REPLICAS: str(role.num_replicas),
-                ENV_RANK0_HOST: RANK0_HOST,
-            }
-        )
+        env.update(replica_env(app_id, role.name, replica_id, role.num_replicas, RANK0_HOST))
         env.setdefault(ENV_ERROR_FILE, os.path.join(replica_dir, ERROR_FILE))
         env.setdefault("PYTHONUNBUFFERED", "1")
         replicas.append(
@@ -717,6 +698,26 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
 
         update_state(app_dir, cancelled)
 
+    def delete(self, app_id: str) -> None:
+        """Cancel the app if it runs, wait for it to end, then remove its folder (and the link to it)."""
+        app_dir = self.app_dir(app_id)
+        if app_dir is None:
+            return
+        self.cancel(app_id)
+        request = _read_request(app_dir)
+        deadline = time.monotonic() + (request.kill_grace_s if request else DEFAULT_KILL_GRACE_S) + 10
+        while time.monotonic() < deadline:
+            state = read_state(app_dir)
+            if state is None or self._check_supervisor(app_dir, state).get("state") in TERMINAL:
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError(f"app {app_id} did not stop in time; its folder {app_dir} is kept")
+        link = os.path.join(self.state_dir, APPS, app_id)
+        if os.path.islink(link):
+            os.unlink(link)
+        shutil.rmtree(app_dir)
+
     # -- logs ---------------------------------------------------------------
 
     def log_iter(
@@ -762,8 +763,8 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
             k,
             role.replicas[k].log_path(stream),
             pattern,
-            _aware(since),
-            _aware(until),
+            aware(since),
+            aware(until),
             should_tail,
         )
 
@@ -989,13 +990,6 @@ class LocalReplicaStatus(ReplicaStatus):
 
     exit_code: Optional[int] = None
     num_restarts: int = 0
-
-
-def _aware(moment: Optional[datetime]) -> Optional[datetime]:
-    """``moment`` with a time zone; a naive one is local time, as ``datetime.now()`` gives."""
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.astimezone()
 
 
 def _parse_log_line(raw: bytes, with_time: bool = True) -> tuple[Optional[datetime], str]:

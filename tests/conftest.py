@@ -1,0 +1,50 @@
+"""Fixtures for tests that need a real Docker engine (see tests/docker_support.py).
+
+``docker`` is imported only when one of these fixtures runs: most tests never
+need an engine, and collecting them should not pay for the SDK.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Iterator
+
+import pytest
+
+import docker_support
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[Any]:
+    """A client for the engine DOCKER_HOST names; skips without one (fails with TORCHSPEC_REQUIRE_DOCKER=1)."""
+    client = docker_support.engine_or_skip()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def busybox_image(docker_client: Any) -> str:
+    """The tag of the local busybox test image, built on first use (nothing is pulled)."""
+    return docker_support.ensure_busybox_image(docker_client)
+
+
+@pytest.fixture
+def docker_session() -> str:
+    """A scheduler session name unique to this test; with it, ``docker_cleanup`` removes only that session's apps."""
+    return f"torchspec-test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def docker_cleanup(docker_client: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The docker client; afterwards, labelled containers and networks the test created are removed.
+
+    That is everything labelled that appeared during the test, which on an
+    engine shared with another test run may include that run's apps; a test
+    that also uses ``docker_session`` (and names its scheduler's session
+    with it) only has that session's apps removed.
+    """
+    # looked up now, so that it is still there at teardown
+    session = request.getfixturevalue("docker_session") if "docker_session" in request.fixturenames else None
+    before = docker_support.labelled_ids(docker_client)
+    yield docker_client
+    docker_support.cleanup_apps(docker_client, before, session=session)

@@ -1,0 +1,132 @@
+"""The watcher of one app on the ``docker`` scheduler: ``python -m torchspec.schedulers.docker_watcher APP_ID``.
+
+Docker restarts a failed container by itself (REPLICA retries), but it
+cannot restart the *other* containers of an app, nor stop them when one
+replica has failed for good.  ``DockerScheduler.schedule`` starts this
+process, detached, to do both:
+
+- a replica failed and its role's policy is APPLICATION (or ROLE) with
+  retries left: every container of the app (or of the role) is stopped,
+  kept renamed ``NAME.attemptN`` for its logs, and recreated from its own
+  ``docker inspect`` with ``torchspec.attempt`` one higher;
+- a replica failed for good: the app's other containers are stopped, so a
+  failed app never leaves replicas running (as on the local scheduler).
+
+It holds no state: everything it decides comes from the engine, so it can
+die and be restarted without harm (retries simply wait for it).  It exits
+once the app is finished, cancelled or removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TYPE_CHECKING, Any, Dict, List
+
+from torchspec.schedulers.docker import (
+    ATTEMPT_SUFFIX,
+    BUILTIN_NETWORKS,
+    LABEL_APP_ID,
+    LABEL_ATTEMPT,
+    LABEL_NETWORK,
+    ContainerView,
+    _in_parallel,
+    _stop,
+    read_app,
+)
+from torchspec.specs import AppState, RetryPolicy
+
+if TYPE_CHECKING:
+    import docker
+
+logger = logging.getLogger("torchspec.docker_watcher")
+
+_LIVE = ("running", "restarting", "paused", "created")
+
+
+def step(client: "docker.DockerClient", app_id: str) -> bool:
+    """Act once on the app as the engine shows it now; True when there is nothing left to watch."""
+    current = read_app(client, app_id).current
+    if not current or any(c.cancelled for c in current):
+        return True
+    for_good = [c for c in current if c.state == AppState.FAILED and not c.retry_pending]
+    if for_good:
+        others = [c for c in current if c.status in _LIVE]
+        if others:
+            logger.info("%s failed for good; stopping %d other container(s)", for_good[0].describe_failure(),
+                        len(others))
+        _in_parallel(lambda c: _stop(client, c.id), others)
+        return True
+    pending = [c for c in current if c.retry_pending]
+    if pending:
+        failed = pending[0]
+        group = current if failed.retry_policy == RetryPolicy.APPLICATION.value else [
+            c for c in current if c.role == failed.role]
+        logger.info("%s; %s retry %d of %d: restarting %d container(s)", failed.describe_failure(),
+                    failed.retry_policy, failed.attempt + 1, failed.max_retries, len(group))
+        restart(client, group)
+        return False
+    return all(c.state == AppState.SUCCEEDED for c in current)
+
+
+def restart(client: "docker.DockerClient", group: List[ContainerView]) -> None:
+    """Replace each container of ``group`` by a new one, one attempt later; the old ones are kept, renamed."""
+    _in_parallel(lambda c: _stop(client, c.id), [c for c in group if c.status in _LIVE])
+    created = []
+    for c in group:
+        attrs = client.api.inspect_container(c.id)
+        client.api.rename(c.id, f"{c.name}{ATTEMPT_SUFFIX}{c.attempt}")
+        created.append(client.api.create_container_from_config(next_attempt(attrs, c.attempt + 1), name=c.name)["Id"])
+    for container_id in created:
+        client.api.start(container_id)
+
+
+def next_attempt(attrs: Dict[str, Any], attempt: int) -> Dict[str, Any]:
+    """The create request for a container like ``attrs`` (``docker inspect``), labelled with ``attempt``."""
+    config = dict(attrs["Config"])
+    config["Labels"] = dict(config.get("Labels") or {}, **{LABEL_ATTEMPT: str(attempt)})
+    host_config = dict(attrs["HostConfig"])
+    config["HostConfig"] = host_config
+    network = config["Labels"].get(LABEL_NETWORK, "")
+    if host_config.get("NetworkMode") == "host":
+        config.pop("Hostname", None)
+        config.pop("Domainname", None)
+    if network and network not in BUILTIN_NETWORKS:
+        config["NetworkingConfig"] = {"EndpointsConfig": {network: {"Aliases": [config.get("Hostname")]}}}
+    return config
+
+
+def watch(client: "docker.DockerClient", app_id: str) -> None:
+    """Follow the engine's events for the app and act on each container that ends, until done."""
+    events = client.events(filters={"label": [f"{LABEL_APP_ID}={app_id}"], "type": ["container"],
+                                    "event": ["die", "destroy"]}, decode=True)
+    try:
+        if step(client, app_id):  # the app may have ended before we subscribed
+            return
+        for _ in events:
+            if step(client, app_id):
+                return
+    finally:
+        events.close()
+
+
+def main(argv: List[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if len(argv) != 2:
+        print("usage: python -m torchspec.schedulers.docker_watcher APP_ID", file=sys.stderr)
+        return 2
+    import docker
+
+    app_id = argv[1]
+    logger.info("watching %s", app_id)
+    try:
+        watch(docker.from_env(), app_id)
+    except Exception:  # noqa: BLE001 - a detached process: log why it stops, for the person reading the log
+        logger.exception("the watcher of %s stops: retries of this app will not happen", app_id)
+        return 1
+    logger.info("done with %s", app_id)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,65 @@
+"""What every scheduler gives each replica: an app id, a name, and torchspec's environment variables.
+
+Kept in one place so that a replica sees the same variables whichever
+scheduler started it, and so that a new backend does not invent its own.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import string
+from typing import Dict
+
+#: Environment variables every replica gets (besides its role's env).
+ENV_APP_ID = "TORCHSPEC_APP_ID"
+ENV_ROLE_NAME = "TORCHSPEC_ROLE_NAME"
+ENV_REPLICA_ID = "TORCHSPEC_REPLICA_ID"
+ENV_NUM_REPLICAS = "TORCHSPEC_NUM_REPLICAS"
+#: What ``${rank0_env}`` becomes: the NAME of this variable, which holds the host of the role's replica 0.
+ENV_RANK0_HOST = "TORCHSPEC_RANK0_HOST"
+
+_SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
+_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+_NOT_DNS = re.compile(r"[^a-z0-9-]+")
+
+
+def make_app_id(app_name: str, suffix: str | None = None) -> str:
+    """``{name}-{6 random chars}``, e.g. ``hello-k3x9q2``: unique, readable, and safe as a folder name."""
+    base = _UNSAFE_NAME_CHARS.sub("-", app_name).strip("-.")[:48] or "app"
+    if suffix is None:
+        suffix = "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(6))
+    return f"{base}-{suffix}"
+
+
+def dns_label(text: str, max_len: int = 63) -> str:
+    """``text`` as an RFC 1123 label (lowercase letters, digits, inner ``-``), for hostnames.
+
+    ``My_Trainer`` becomes ``my-trainer``; an empty result becomes ``x`` so
+    that a hostname never has an empty part.
+    """
+    label = _NOT_DNS.sub("-", text.lower()).strip("-")[:max_len].strip("-")
+    return label or "x"
+
+
+def replica_env(app_id: str, role_name: str, replica_id: int, num_replicas: int, rank0_host: str) -> Dict[str, str]:
+    """The variables torchspec sets in every replica; they win over the role's env of the same name."""
+    return {
+        ENV_APP_ID: app_id,
+        ENV_ROLE_NAME: role_name,
+        ENV_REPLICA_ID: str(replica_id),
+        ENV_NUM_REPLICAS: str(num_replicas),
+        ENV_RANK0_HOST: rank0_host,
+    }
+
+
+__all__ = [
+    "ENV_APP_ID",
+    "ENV_NUM_REPLICAS",
+    "ENV_RANK0_HOST",
+    "ENV_REPLICA_ID",
+    "ENV_ROLE_NAME",
+    "dns_label",
+    "make_app_id",
+    "replica_env",
+]
