@@ -24,7 +24,7 @@ def diagnostics(found: Iterable[Diagnostic], stream: TextIO | None = None) -> No
     """Print diagnostics the way ``lint`` does, without the summary line."""
     from torchspec.lint.result import LintResult
     from torchspec.report import get_reporter
-    from torchspec.report.text import should_color
+    from torchspec.terminal import should_color
 
     stream = stream or sys.stderr
     found = list(found)
@@ -59,7 +59,7 @@ _ANSI_RESET = "\x1b[0m"
 
 def use_color(stream: TextIO | None = None) -> bool:
     """Whether to colour ``stream``: a terminal, and no NO_COLOR (the same rule as lint's reports)."""
-    from torchspec.report.text import should_color
+    from torchspec.terminal import should_color
 
     return should_color(stream or sys.stdout)
 

@@ -66,7 +66,7 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
         raise UsageError(f"cannot write the report to {output}: {e.strerror or e}") from None
     try:
         if color is None:
-            from torchspec.report.text import should_color
+            from torchspec.terminal import should_color
 
             color = fmt == "text" and should_color(stream)
         text = get_reporter(fmt)().render(result, color=color)

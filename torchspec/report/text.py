@@ -13,13 +13,12 @@ with bidirectional overrides.
 
 from __future__ import annotations
 
-import os
 import unicodedata
 from bisect import bisect_left, bisect_right
-from typing import IO, Any, Mapping
 
 from torchspec.errors import Diagnostic
 from torchspec.lint.result import LintResult
+from torchspec.terminal import should_color  # noqa: F401 - re-exported: lint's reporter API
 from torchspec.report.base import Reporter, files_checked
 
 #: Columns a tab advances to in a shown source line (a multiple of this).
@@ -34,30 +33,6 @@ Line = list[Segment]
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow"}
 _BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def should_color(stream: IO[Any] | None, environ: Mapping[str, str] | None = None) -> bool:
-    """Whether output written to ``stream`` should be coloured.
-
-    ``NO_COLOR`` (any non-empty value) always wins, because it is the user
-    saying no; then a non-empty ``FORCE_COLOR`` turns colour on even in a pipe
-    (CI logs render it); otherwise colour needs a terminal that is not
-    ``TERM=dumb``.
-    """
-    env = os.environ if environ is None else environ
-    if env.get("NO_COLOR"):
-        return False
-    if env.get("FORCE_COLOR"):
-        return True
-    if env.get("TERM") == "dumb":
-        return False
-    isatty = getattr(stream, "isatty", None)
-    if isatty is None:
-        return False
-    try:
-        return bool(isatty())
-    except (ValueError, OSError):
-        return False
 
 
 class TextReporter(Reporter):
