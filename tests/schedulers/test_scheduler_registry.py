@@ -101,9 +101,9 @@ def test_third_party_backend_plugs_in(plugin_root: Path) -> None:
                                                    "echo": "ts_plugin_echo:create_scheduler"}, "ts_plugin_echo")
     factories = get_scheduler_factories()
     names = list(factories)
-    builtin = ["local", "docker"]
-    assert names[:2] == builtin  # built-ins first, local (the default) leading
-    assert [n for n in names if n not in builtin][:2] == ["echo", "zecho"]  # then plug-ins by name
+    builtin = [n for n in names if factories[n].entry_point.dist.metadata["Name"] == "torchspec"]  # type: ignore[attr-defined]
+    assert builtin[0] == "local" and {"docker", "kubernetes"} <= set(builtin)  # local, the default, leads
+    assert names[len(builtin):][:2] == ["echo", "zecho"]  # built-ins first, then plug-ins by name
     assert get_default_scheduler_name() == "local"
     sched = get_scheduler_factory("echo")("s", flag=True)
     assert isinstance(sched, Scheduler) and sched.session_name == "s"

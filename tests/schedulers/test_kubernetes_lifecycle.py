@@ -1,0 +1,477 @@
+"""The kubernetes scheduler against a fake API server, through the real ``kubernetes`` client.
+
+Nothing is patched or mocked: the scheduler loads the kubeconfig the fake server writes (through
+``KUBECONFIG``) and speaks HTTP to it. The tests play the controllers and the kubelet: they create
+each Job's pods as the Job controller does (completion-index annotation and label, job-name labels,
+ownerReferences, hostname and subdomain), move them through their phases, write their logs and set
+the Job/JobSet/Volcano status.
+"""
+
+from __future__ import annotations
+
+import copy
+import pathlib
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Any, Dict, Iterator, List, Optional
+
+import pytest
+
+pytest.importorskip("kubernetes")
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "kube"))
+
+from apiserver import FakeApiServer  # noqa: E402
+
+from torchspec import specs  # noqa: E402
+from torchspec.errors import BackendError  # noqa: E402
+from torchspec.schedulers.api import Stream  # noqa: E402
+from torchspec.schedulers.kubernetes import KubernetesScheduler, role_key  # noqa: E402
+
+NS = "default"
+AppState = specs.AppState
+
+
+@pytest.fixture
+def apiserver() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as server:
+        yield server
+
+
+@pytest.fixture
+def kubeconfig(apiserver: FakeApiServer, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The fake cluster's kubeconfig, found the standard way: through KUBECONFIG."""
+    path = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
+    monkeypatch.setenv("KUBECONFIG", path)
+    return path
+
+
+@pytest.fixture
+def sched(kubeconfig: str) -> Iterator[KubernetesScheduler]:
+    scheduler = KubernetesScheduler("test")
+    yield scheduler
+    scheduler.close()
+
+
+def make_app(name: str = "demo", **trainer: Any) -> specs.AppDef:
+    base: Dict[str, Any] = dict(name="trainer", image="busybox:1.36", entrypoint="sh",
+                                args=["-c", "echo ${replica_id}"], num_replicas=2,
+                                env={"TORCHSPEC_JOB_ID": "kubernetes://test/${app_id}"})
+    base.update(trainer)
+    return specs.AppDef(name=name, roles=[specs.Role(**base),
+                                          specs.Role(name="reader", image="busybox:1.36", entrypoint="sh")])
+
+
+# ----------------------------------------------------------------------------
+# Playing the controllers and the kubelet
+# ----------------------------------------------------------------------------
+
+
+def name_of(app_id: str) -> str:
+    return app_id.split(":", 1)[1]
+
+
+def job_pods(srv: FakeApiServer, app_id: str, role: str, attempt: str = "a") -> List[str]:
+    """What the Job controller does for an Indexed Job: one pod per index, named {job}-{k}-{random}."""
+    name = name_of(app_id)
+    job_name = f"{name}-{role_key(name, role)}"
+    job = srv.get("batch/v1", "jobs", NS, job_name)
+    assert job is not None, job_name
+    return [create_pod(srv, job, job["spec"]["template"], f"{job_name}-{k}-{attempt}x{k}zz", k,
+                       hostname=f"{job_name}-{k}", extra_labels={"job-name": job_name,
+                                                                 "batch.kubernetes.io/job-name": job_name})
+            for k in range(job["spec"]["completions"])]
+
+
+def create_pod(srv: FakeApiServer, owner: Dict[str, Any], template: Dict[str, Any], pod_name: str, k: int,
+               hostname: Optional[str] = None, subdomain: Optional[str] = None, extra_labels: Optional[Dict[str, str]] = None,
+               index_key: str = "batch.kubernetes.io/job-completion-index") -> str:
+    labels = {**template["metadata"]["labels"], **(extra_labels or {}), index_key: str(k)}
+    spec = copy.deepcopy(template["spec"])
+    if hostname:
+        spec["hostname"] = hostname
+    if subdomain:
+        spec["subdomain"] = subdomain
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": pod_name, "labels": labels, "annotations": {index_key: str(k)},
+                        "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                                             "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+                                             "controller": True, "blockOwnerDeletion": True}]},
+           "spec": spec}
+    srv.create("v1", "pods", NS, pod)
+    srv.set_pod_phase(NS, pod_name, "Pending")
+    return pod_name
+
+
+def job_condition(srv: FakeApiServer, app_id: str, role: str, kind: str, reason: str = "", message: str = "") -> None:
+    name = name_of(app_id)
+    condition = {"type": kind, "status": "True", "reason": reason, "message": message}
+    srv.set_status("batch/v1", "jobs", NS, f"{name}-{role_key(name, role)}", {"conditions": [condition]})
+
+
+# ----------------------------------------------------------------------------
+# job flavor: submit, status, logs, cancel, list, describe
+# ----------------------------------------------------------------------------
+
+
+def test_submit_creates_the_service_then_a_job_per_role(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:
+    app_id = sched.submit(make_app(), {})
+    name = name_of(app_id)
+    assert app_id == f"{NS}:{name}"
+    service = apiserver.get("v1", "services", NS, name)
+    assert service is not None and service["spec"]["clusterIP"] == "None"
+    jobs = {j["metadata"]["name"]: j for j in apiserver.objects("batch/v1", "jobs", NS)}
+    assert set(jobs) == {f"{name}-trainer", f"{name}-reader"}
+    trainer = jobs[f"{name}-trainer"]
+    assert trainer["spec"]["completionMode"] == "Indexed" and trainer["spec"]["parallelism"] == 2
+    env = {e["name"]: e.get("value") for e in trainer["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["TORCHSPEC_JOB_ID"] == f"kubernetes://test/{name}"
+    posts = [r.path for r in apiserver.requests if r.verb == "POST"]
+    assert posts == [f"/api/v1/namespaces/{NS}/services"] + [f"/apis/batch/v1/namespaces/{NS}/jobs"] * 2
+
+
+def test_status_follows_the_pods(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:
+    app_id = sched.submit(make_app(), {})
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.PENDING
+    assert [(r.role, [x.id for x in r.replicas]) for r in desc.roles_statuses] == [("trainer", [0, 1]), ("reader", [0])]
+
+    t0, t1 = job_pods(apiserver, app_id, "trainer")
+    r0, = job_pods(apiserver, app_id, "reader")
+    assert sched.describe(app_id).state == AppState.PENDING  # type: ignore[union-attr]
+    for pod in (t0, t1, r0):
+        apiserver.set_pod_phase(NS, pod, "Running")
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.RUNNING
+    replica = desc.roles_statuses[0].replicas[1]
+    assert replica.state == AppState.RUNNING and replica.hostname == f"{name_of(app_id)}-trainer-1.{name_of(app_id)}"
+
+    apiserver.set_pod_phase(NS, t0, "Succeeded", exit_code=0)
+    apiserver.set_pod_phase(NS, t1, "Running", restarts=2)
+    apiserver.set_pod_phase(NS, t1, "Failed", exit_code=3, message="loss is NaN")
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.RUNNING  # the Job controller has not decided yet
+    failed = desc.roles_statuses[0].replicas[1]
+    assert failed.state == AppState.FAILED and failed.exit_code == 3 and failed.num_restarts == 2  # type: ignore
+    assert "trainer/1 exited with code 3 after 2 restarts: loss is NaN" in failed.msg  # type: ignore
+
+    job_condition(apiserver, app_id, "trainer", "Failed", "BackoffLimitExceeded", "Job has reached the backoff limit")
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.FAILED
+    assert desc.msg == "trainer/1 exited with code 3 after 2 restarts: loss is NaN"
+    assert desc.num_restarts == 2
+
+
+def test_a_replaced_pod_counts_as_a_restart_and_success_needs_every_job(sched: KubernetesScheduler,
+                                                                        apiserver: FakeApiServer) -> None:
+    app_id = sched.submit(make_app(max_retries=1), {})
+    t0, t1 = job_pods(apiserver, app_id, "trainer")
+    apiserver.set_pod_phase(NS, t1, "Failed", exit_code=1)
+    time.sleep(1.1)  # creationTimestamp has one-second precision
+    job = apiserver.get("batch/v1", "jobs", NS, f"{name_of(app_id)}-trainer")
+    assert job is not None
+    t1b = create_pod(apiserver, job, job["spec"]["template"], f"{name_of(app_id)}-trainer-1-b", 1)  # the replacement
+    apiserver.set_pod_phase(NS, t1b, "Succeeded", exit_code=0)
+    apiserver.set_pod_phase(NS, t0, "Succeeded", exit_code=0)
+    desc = sched.describe(app_id)
+    assert desc is not None
+    replica = desc.roles_statuses[0].replicas[1]
+    assert replica.state == AppState.SUCCEEDED and replica.num_restarts == 1  # type: ignore[attr-defined]
+    job_condition(apiserver, app_id, "trainer", "Complete")
+    assert sched.describe(app_id).state == AppState.RUNNING  # type: ignore[union-attr]  # reader still going
+    job_condition(apiserver, app_id, "reader", "Complete")
+    assert sched.describe(app_id).state == AppState.SUCCEEDED  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("setup, expected", [
+    (dict(phase="Pending", waiting_reason="ImagePullBackOff", message='Back-off pulling image "busybox:1.36"'),
+     'trainer/0 cannot pull its image (ImagePullBackOff): Back-off pulling image "busybox:1.36"'),
+    (dict(phase="Pending", waiting_reason="ErrImagePull", message="not found"),
+     "trainer/0 cannot pull its image (ErrImagePull): not found"),
+    (dict(phase="Failed", exit_code=137, reason="OOMKilled"),
+     "trainer/0 exited with code 137 (OOMKilled: it ran out of its memory limit)"),
+    (dict(phase="Failed", reason="Evicted", message="The node was low on resource: memory."),
+     "trainer/0 failed (Evicted): The node was low on resource: memory."),
+])
+def test_status_spells_out_what_went_wrong(sched: KubernetesScheduler, apiserver: FakeApiServer,
+                                           setup: Dict[str, Any], expected: str) -> None:
+    app_id = sched.submit(make_app(), {})
+    t0, _ = job_pods(apiserver, app_id, "trainer")
+    apiserver.set_pod_phase(NS, t0, **setup)
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.msg == expected
+    assert desc.roles_statuses[0].replicas[0].msg == expected  # type: ignore[attr-defined]
+
+
+def test_status_says_when_a_pod_cannot_be_scheduled(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:
+    app_id = sched.submit(make_app(), {})
+    t0, _ = job_pods(apiserver, app_id, "trainer")
+    message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    apiserver.set_status("v1", "pods", NS, t0, {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]})
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.PENDING
+    assert desc.msg == f"trainer/0 cannot be scheduled (Unschedulable): {message}"
+
+
+def test_logs_read_and_follow_a_replica(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:
+    app_id = sched.submit(make_app(), {})
+    t0, t1 = job_pods(apiserver, app_id, "trainer")
+    apiserver.set_pod_phase(NS, t0, "Running")
+    apiserver.set_pod_phase(NS, t1, "Running")
+    old = datetime.now(timezone.utc) - timedelta(hours=1)
+    apiserver.append_log(NS, t0, "old line\n", timestamp=old)
+    apiserver.append_log(NS, t0, "step 1\nERROR boom\n")
+    apiserver.append_log(NS, t1, "other replica\n")
+    assert list(sched.log_iter(app_id, "trainer", 0)) == ["old line\n", "step 1\n", "ERROR boom\n"]
+    assert list(sched.log_iter(app_id, "trainer", 0, regex="ERROR")) == ["ERROR boom\n"]
+    assert list(sched.log_iter(app_id, "trainer", 0, since=old + timedelta(minutes=30))) == ["step 1\n", "ERROR boom\n"]
+    assert list(sched.log_iter(app_id, "trainer", 0, until=old + timedelta(minutes=30))) == ["old line\n"]
+    assert list(sched.log_iter(app_id, "trainer", 1)) == ["other replica\n"]
+
+    def kubelet() -> None:
+        for i in range(3):
+            time.sleep(0.2)
+            apiserver.append_log(NS, t0, f"later {i}\n")
+        apiserver.set_pod_phase(NS, t0, "Succeeded", exit_code=0)
+
+    writer = threading.Thread(target=kubelet)
+    writer.start()
+    followed = list(sched.log_iter(app_id, "trainer", 0, should_tail=True,
+                                   since=old + timedelta(minutes=30)))
+    writer.join()
+    assert followed == ["step 1\n", "ERROR boom\n", "later 0\n", "later 1\n", "later 2\n"]
+    with pytest.raises(ValueError, match="no role"):
+        sched.log_iter(app_id, "nope", 0)
+    with pytest.raises(ValueError, match="replicas 0..1"):
+        sched.log_iter(app_id, "trainer", 2)
+    with pytest.raises(ValueError, match="combined"):
+        sched.log_iter(app_id, "trainer", 0, streams=Stream.STDERR)
+
+
+def test_logs_follow_a_replica_into_its_replacement_pod(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:
+    app_id = sched.submit(make_app(max_retries=1), {})
+    t0, _ = job_pods(apiserver, app_id, "trainer")
+    apiserver.set_pod_phase(NS, t0, "Running")
+    apiserver.append_log(NS, t0, "first try\n")
+
+    def controller() -> None:
+        time.sleep(0.3)
+        apiserver.set_pod_phase(NS, t0, "Failed", exit_code=1)
+        time.sleep(1.1)
+        job = apiserver.get("batch/v1", "jobs", NS, f"{name_of(app_id)}-trainer")
+        assert job is not None
+        pod = create_pod(apiserver, job, job["spec"]["template"], f"{name_of(app_id)}-trainer-0-second", 0)
+        apiserver.set_pod_phase(NS, pod, "Running")
+        apiserver.append_log(NS, pod, "second try\n")
+        time.sleep(0.3)
+        apiserver.set_pod_phase(NS, pod, "Succeeded", exit_code=0)
+
+    thread = threading.Thread(target=controller)
+    thread.start()
+    lines = list(sched.log_iter(app_id, "trainer", 0, should_tail=True))
+    thread.join()
+    assert lines == ["first try\n", "--- torchspec: restart 1 of replica trainer/0 ---\n", "second try\n"]
+
+
+def test_cancel_deletes_every_object_and_pod(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:
+    app_id = sched.submit(make_app(), {})
+    pods = job_pods(apiserver, app_id, "trainer") + job_pods(apiserver, app_id, "reader")
+    assert len(apiserver.pods(NS)) == len(pods) == 3
+    other = sched.submit(make_app(name="other"), {})
+    job_pods(apiserver, other, "reader")
+    sched.cancel(app_id)
+    name = name_of(app_id)
+    assert apiserver.objects("batch/v1", "jobs", NS, f"torchspec.dev/app-id={name}") == []
+    assert apiserver.pods(NS, f"torchspec.dev/app-id={name}") == []  # a Job's pods are orphaned by default
+    assert apiserver.get("v1", "services", NS, name) is None
+    assert sched.describe(app_id) is None
+    assert len(apiserver.objects("batch/v1", "jobs", NS)) == 2 and len(apiserver.pods(NS)) == 1  # the other app
+    sched.cancel(app_id)  # a no-op now
+
+
+def test_list_and_describe_from_a_new_scheduler(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:
+    app = make_app(port_map={"c10d": 29500}, max_retries=2, retry_policy=specs.RetryPolicy.REPLICA,
+                   resource=specs.Resource(cpu=2, gpu=0, memMB=1024),
+                   mounts=[specs.VolumeMount("data", "/data", read_only=True)])
+    first = sched.submit(app, {})
+    time.sleep(1.1)
+    second = sched.submit(make_app(name="second"), {})
+    fresh = KubernetesScheduler("another-session")
+    try:
+        listed = fresh.list()
+        assert [(a.app_id, a.state) for a in listed] == [(first, AppState.PENDING), (second, AppState.PENDING)]
+        desc = fresh.describe(first)
+        assert desc is not None and [r.name for r in desc.roles] == ["trainer", "reader"]
+        assert desc.roles[0] == app.roles[0] and desc.roles[1] == app.roles[1]
+        assert desc.metadata["flavor"] == "job" and desc.metadata["session_name"] == "test"
+        assert fresh.describe(name_of(first)) is not None  # a bare name: the context's namespace
+        assert fresh.describe(f"{NS}:nope-123456") is None
+        assert fresh.exists(first) and not fresh.exists("nope")
+    finally:
+        fresh.close()
+
+
+# ----------------------------------------------------------------------------
+# All or nothing, and one clear error per API failure
+# ----------------------------------------------------------------------------
+
+
+def test_a_failure_half_way_deletes_what_was_created(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:
+    info = sched.submit_dryrun(make_app(), {})
+    name = info.request.app_id
+    # The second Job's name is taken (a create of two identical POSTs cannot be told apart by fail_next).
+    squatter = copy.deepcopy(info.request.objects[2])
+    squatter["metadata"]["labels"] = {"owner": "someone-else"}
+    apiserver.create("batch/v1", "jobs", NS, squatter)
+    with pytest.raises(BackendError) as raised:
+        sched.schedule(info)
+    message = raised.value.message
+    assert f"creating Job {name}-reader" in message and "already exists" in message
+    assert f"deleted again what was created before it: Service {name}, Job {name}-trainer" in message
+    assert apiserver.get("v1", "services", NS, name) is None
+    assert apiserver.get("batch/v1", "jobs", NS, f"{name}-trainer") is None
+    assert apiserver.get("batch/v1", "jobs", NS, f"{name}-reader") is not None  # not ours: left alone
+
+
+def test_an_injected_failure_on_the_jobs_deletes_the_service(sched: KubernetesScheduler,
+                                                             apiserver: FakeApiServer) -> None:
+    apiserver.fail_next("POST", r"/jobs$", 500)
+    with pytest.raises(BackendError, match=r"error 500.*deleted again what was created before it: Service"):
+        sched.submit(make_app(), {})
+    assert apiserver.objects("v1", "services", NS) == [] and apiserver.objects("batch/v1", "jobs", NS) == []
+
+
+def test_forbidden_is_one_clear_error(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:
+    apiserver.fail_next("POST", r"/services$", 403)
+    with pytest.raises(BackendError) as raised:
+        sched.submit(make_app(), {})
+    assert "(forbidden)" in raised.value.message and 'User "fake-user" cannot create resource "services"' in \
+        raised.value.message
+    assert raised.value.hint and "RBAC" in raised.value.hint
+    assert "deleted again" not in raised.value.message  # nothing had been created
+    apiserver.fail_next("GET", r"/pods$", 403)
+    app_id = sched.submit(make_app(), {})
+    with pytest.raises(BackendError, match=r"reading app .* \(forbidden\)"):
+        sched.describe(app_id)
+
+
+def test_conflict_is_one_clear_error(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:
+    apiserver.fail_next("POST", r"/jobs$", 409)
+    with pytest.raises(BackendError) as raised:
+        sched.submit(make_app(), {})
+    assert "(conflict)" in raised.value.message and raised.value.hint
+    assert apiserver.objects("v1", "services", NS) == []
+
+
+def test_a_missing_namespace_is_one_clear_error(sched: KubernetesScheduler) -> None:
+    with pytest.raises(BackendError, match=r'namespace nowhere \(not found\): namespaces "nowhere" not found'):
+        sched.submit(make_app(), {"namespace": "nowhere"})
+
+
+def test_an_unreachable_cluster_is_one_clear_error(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:
+    app_id = sched.submit(make_app(), {})
+    apiserver.stop()
+    for call in (lambda: sched.describe(app_id), sched.list, lambda: sched.submit(make_app(), {})):
+        with pytest.raises(BackendError) as raised:
+            call()
+        assert f"cannot reach the Kubernetes API server at {apiserver.url}" in raised.value.message
+        assert "Connection refused" in raised.value.message and raised.value.hint
+
+
+def test_context_and_namespace_come_from_the_kubeconfig(apiserver: FakeApiServer, tmp_path: pathlib.Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    apiserver.add_namespace("team")
+    monkeypatch.setenv("KUBECONFIG", apiserver.write_kubeconfig(tmp_path / "kc", namespace="team", context="lab"))
+    scheduler = KubernetesScheduler("test")
+    try:
+        app_id = scheduler.submit(make_app(), {"context": "lab"})
+        assert app_id.startswith("team:")
+        assert [a.app_id for a in scheduler.list()] == [app_id]
+        with pytest.raises(BackendError, match="kubeconfig|context"):
+            scheduler.submit(make_app(), {"context": "missing"})
+    finally:
+        scheduler.close()
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "does-not-exist"))
+    with pytest.raises(BackendError):
+        KubernetesScheduler("test").list()
+
+
+# ----------------------------------------------------------------------------
+# jobset and volcano: submit, status, cancel
+# ----------------------------------------------------------------------------
+
+
+def test_jobset_submit_status_cancel(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:
+    app_id = sched.submit(make_app(max_retries=2), {"flavor": "jobset"})
+    name = name_of(app_id)
+    jobset = apiserver.get("jobset.x-k8s.io/v1alpha2", "jobsets", NS, name)
+    assert jobset is not None and jobset["spec"]["failurePolicy"]["maxRestarts"] == 2
+    assert apiserver.objects("batch/v1", "jobs", NS) == [] and apiserver.objects("v1", "services", NS) == []
+    assert sched.describe(app_id).state == AppState.PENDING  # type: ignore[union-attr]
+    # The JobSet controller's pods (via child Jobs; owned by the JobSet here, for the garbage collector)
+    pods = []
+    for rjob in jobset["spec"]["replicatedJobs"]:
+        template = rjob["template"]["spec"]["template"]
+        for k in range(rjob["template"]["spec"]["completions"]):
+            pods.append(create_pod(apiserver, jobset, template, f"{name}-{rjob['name']}-0-{k}-abcde", k,
+                                   hostname=f"{name}-{rjob['name']}-0-{k}", subdomain=name))
+    for pod in pods:
+        apiserver.set_pod_phase(NS, pod, "Running")
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.RUNNING and desc.metadata["flavor"] == "jobset"
+    assert desc.roles_statuses[0].replicas[1].hostname == f"{name}-trainer-0-1.{name}"
+    apiserver.set_status("jobset.x-k8s.io/v1alpha2", "jobsets", NS, name, {"restarts": 1, "conditions": [
+        {"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "jobset failed due to job failure"}]})
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.FAILED and desc.num_restarts == 1
+    assert "jobset failed due to job failure" in desc.msg
+    apiserver.set_status("jobset.x-k8s.io/v1alpha2", "jobsets", NS, name, {"conditions": [
+        {"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": ""}]})
+    assert sched.describe(app_id).state == AppState.SUCCEEDED  # type: ignore[union-attr]
+    assert [a.app_id for a in sched.list()] == [app_id]
+    sched.cancel(app_id)
+    assert apiserver.get("jobset.x-k8s.io/v1alpha2", "jobsets", NS, name) is None
+    assert apiserver.pods(NS) == [] and sched.describe(app_id) is None
+
+
+def test_volcano_submit_status_cancel(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:
+    app_id = sched.submit(make_app(), {"flavor": "volcano", "queue": "research"})
+    name = name_of(app_id)
+    vcjob = apiserver.get("batch.volcano.sh/v1alpha1", "jobs", NS, name)
+    assert vcjob is not None and vcjob["spec"]["queue"] == "research" and vcjob["spec"]["minAvailable"] == 3
+    assert apiserver.objects("batch/v1", "jobs", NS) == []
+    pods = []
+    for task in vcjob["spec"]["tasks"]:
+        for k in range(task["replicas"]):
+            pods.append(create_pod(apiserver, vcjob, task["template"], f"{name}-{task['name']}-{k}", k,
+                                   hostname=f"{name}-{task['name']}-{k}", subdomain=name,
+                                   index_key="volcano.sh/task-index"))
+    apiserver.set_status("batch.volcano.sh/v1alpha1", "jobs", NS, name, {"state": {"phase": "Pending"}})
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.PENDING
+    for pod in pods:
+        apiserver.set_pod_phase(NS, pod, "Running")
+    apiserver.set_status("batch.volcano.sh/v1alpha1", "jobs", NS, name, {"state": {"phase": "Running"}})
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.RUNNING
+    assert [len(r.replicas) for r in desc.roles_statuses] == [2, 1]
+    apiserver.set_pod_phase(NS, pods[1], "Failed", exit_code=2)
+    apiserver.set_status("batch.volcano.sh/v1alpha1", "jobs", NS, name,
+                         {"state": {"phase": "Terminated", "reason": "PodFailed"}, "retryCount": 0})
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.FAILED and desc.msg == "trainer/1 exited with code 2"
+    apiserver.set_status("batch.volcano.sh/v1alpha1", "jobs", NS, name, {"state": {"phase": "Completed"}})
+    assert sched.describe(app_id).state == AppState.SUCCEEDED  # type: ignore[union-attr]
+    assert [a.app_id for a in sched.list()] == [app_id]
+    sched.cancel(app_id)
+    assert apiserver.get("batch.volcano.sh/v1alpha1", "jobs", NS, name) is None and apiserver.pods(NS) == []
+
+
+def test_a_missing_crd_is_one_clear_error(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:
+    apiserver.fail_next("POST", r"/jobsets$", 404, message="the server could not find the requested resource")
+    with pytest.raises(BackendError) as raised:
+        sched.submit(make_app(), {"flavor": "jobset"})
+    assert "(not found)" in raised.value.message and "CRDs are installed" in (raised.value.hint or "")
