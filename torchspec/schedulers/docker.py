@@ -109,6 +109,8 @@ CAP_GPU_DEVICE_IDS = "docker.gpu_device_ids"
 KNOWN_DEVICES = {"vpc.amazonaws.com/efa": "/dev/infiniband/uverbs{}"}
 
 DEFAULT_STOP_TIMEOUT_S = 10
+#: How long ``logs -f`` waits for the watcher to replace a failed replica before it stops following.
+RETRY_WAIT_S = 120
 PULL_POLICIES = ("missing", "always", "never")
 
 _DOCKER_STATES: Dict[str, AppState] = {
@@ -801,33 +803,40 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
             step = "starting" if len(created) == len(job.containers) else "creating"
             raise BackendError(f"Docker refused {step} app {job.app_id}: {_reason(e)}",
                                "nothing of the app was left behind") from None
-        _start_watcher(job.app_id)
+        try:
+            _start_watcher(job.app_id)
+        except OSError as e:
+            logger.warning("cannot start the watcher of %s (%s): APPLICATION and ROLE retries will not happen,"
+                           " and a replica that fails will not stop the others", job.app_id, e)
         return job.app_id
 
     def _ensure_images(self, client: "docker.DockerClient", job: DockerJob) -> None:
-        """Pull what the pull policy asks for; an image present locally is never pulled under ``missing``."""
-        errors = _docker_errors()
         for image in job.images:
-            present = True
-            try:
-                client.api.inspect_image(image)
-            except errors.ImageNotFound:
-                present = False
-            if present and job.pull != "always":
-                continue
-            if job.pull == "never":
-                raise BackendError(f"image {image!r} is not on the engine and the pull policy is never",
-                                   f"build or load it (docker build/load/import), or use -c pull=missing")
-            self.progress(f"pulling {image}")
-            try:
-                repository, tag = _split_image(image)
-                client.api.pull(repository, tag=tag)
-            except errors.APIError as e:
-                if present:
-                    logger.warning("cannot pull %s, using the local copy: %s", image, _reason(e))
-                    continue
-                raise BackendError(f"cannot pull image {image!r}: {_reason(e)}",
-                                   "check its name and registry access, or build it locally") from None
+            self._ensure_image(client, image, job.pull)
+
+    def _ensure_image(self, client: "docker.DockerClient", image: str, pull: str) -> None:
+        """Pull ``image`` if the pull policy asks for it; under ``missing`` a local image is never pulled."""
+        errors = _docker_errors()
+        present = True
+        try:
+            client.api.inspect_image(image)
+        except errors.ImageNotFound:
+            present = False
+        if present and pull != "always":
+            return
+        if pull == "never":
+            raise BackendError(f"image {image!r} is not on the engine and the pull policy is never",
+                               "build or load it (docker build/load/import), or use -c pull=missing")
+        self.progress(f"pulling {image}")
+        try:
+            repository, tag = _split_image(image)
+            client.api.pull(repository, tag=tag)
+        except errors.APIError as e:
+            if present:
+                logger.warning("cannot pull %s, using the local copy: %s", image, _reason(e))
+                return
+            raise BackendError(f"cannot pull image {image!r}: {_reason(e)}",
+                               "check its name and registry access, or build it locally") from None
 
     # -- asking -------------------------------------------------------------
 
@@ -1041,9 +1050,11 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         """Wait until replica ``role_name/k`` runs again (True) or can never run again (False).
 
         It runs again when Docker restarts its container (REPLICA) or the
-        watcher replaces it (APPLICATION, ROLE).
+        watcher replaces it (APPLICATION, ROLE); a watcher that has not done
+        so within ``RETRY_WAIT_S`` is taken to be gone.
         """
-        while True:
+        deadline = time.monotonic() + RETRY_WAIT_S
+        while time.monotonic() < deadline:
             view = read_app(client, app_id)
             attempts = view.replicas_of(role_name, k)
             if not attempts:
@@ -1056,6 +1067,8 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
             if latest.status not in ("restarting", "created") and not latest.retry_pending:
                 return False
             time.sleep(0.2)
+        logger.warning("%s/%d of %s: no retry came within %ds; stopped following", role_name, k, app_id, RETRY_WAIT_S)
+        return False
 
     # -- workspaces ---------------------------------------------------------
 
@@ -1070,11 +1083,8 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         ws = workspace if isinstance(workspace, Workspace) else Workspace.from_str(str(workspace))
         client = self.client()
         errors = _docker_errors()
-        try:
-            base_id = client.api.inspect_image(role.image)["Id"]
-        except errors.ImageNotFound:
-            raise BackendError(f"the base image {role.image!r} of role {role.name!r} is not on the engine",
-                               "pull or build it first; workspace builds never pull") from None
+        self._ensure_image(client, role.image, str(cfg.get("pull") or "missing"))
+        base_id = client.api.inspect_image(role.image)["Id"]
         context, digest = workspace_context(role.image, base_id, ws)
         tag = f"torchspec-workspace:{digest[:16]}"
         try:
