@@ -48,3 +48,17 @@ def docker_cleanup(docker_client: Any, request: pytest.FixtureRequest) -> Iterat
     before = docker_support.labelled_ids(docker_client)
     yield docker_client
     docker_support.cleanup_apps(docker_client, before, session=session)
+
+
+@pytest.fixture
+def slurm_jobs() -> Iterator[list]:
+    """A list a Slurm test appends its job ids to; they are cancelled (and waited for) afterwards.
+
+    Skips without a cluster that answers (fails under TORCHSPEC_REQUIRE_SLURM=1).
+    """
+    import slurm_support
+
+    slurm_support.cluster_or_skip()
+    jobs: list = []
+    yield jobs
+    slurm_support.cancel_and_wait(jobs)

@@ -290,8 +290,9 @@ def cleanup_apps(client: Any, before_ids: set[str], session: str | None = None) 
         app_ids.add((c.get("Labels") or {}).get(APP_LABEL))
         try:
             client.api.remove_container(c["Id"], force=True, v=True)
-        except docker.errors.NotFound:
-            pass
+        except docker.errors.APIError as e:
+            if e.status_code not in (404, 409):  # gone, or its removal is already in progress
+                raise
         removed.append(c["Id"])
     for n in client.api.networks(filters={"label": APP_LABEL}):
         if n["Id"] in before_ids:
@@ -306,7 +307,8 @@ def cleanup_apps(client: Any, before_ids: set[str], session: str | None = None) 
                 except docker.errors.APIError:
                     pass
             client.api.remove_network(n["Id"])
-        except docker.errors.NotFound:
-            pass
+        except docker.errors.APIError as e:
+            if e.status_code not in (404, 409):
+                raise
         removed.append(n["Id"])
     return removed

@@ -26,16 +26,34 @@ FORMATS = ["text", "json", "github", "sarif"]
 @click.option("--only-specs", is_flag=True,
               help="Skip named files that do not look like specs too (for pre-commit, which passes every YAML file).")
 @click.option("--show-env", is_flag=True, help="List (on stderr) the environment variables each file's templates read.")
+@click.option("--scheduler", metavar="SCHEDULER",
+              help="Also dry-run each spec on SCHEDULER, contacting no backend (TS601); for kubernetes also "
+                   "validate the manifests against the official schemas (TS602, needs kubernetes-validate).")
+@click.option("-c", "--cfg", "cfg", metavar="KEY=VALUE,...",
+              help="Run options for --scheduler, as for submit (see: torchspec runopts SCHEDULER).")
+@click.option("--k8s-version", "k8s_versions", multiple=True, metavar="VERSION",
+              help="With --scheduler kubernetes: a Kubernetes version to validate for (repeatable; default: the "
+                   "oldest and newest kubernetes-validate bundles). Unless -c sets k8s_version, manifests are "
+                   "rendered for the oldest one.")
+@click.option("--crd", "crd_paths", multiple=True, type=click.Path(exists=True, dir_okay=False), metavar="PATH",
+              help="With --scheduler kubernetes: a CustomResourceDefinition file (repeatable), e.g. JobSet's or "
+                   "Volcano's, to validate those objects against; torchspec does not ship them, and without one "
+                   "jobset and volcano objects are not schema-checked.")
 @param_options
 def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
          exclude: tuple[str, ...], strict: bool | None, max_file_size: int | None, explain: str | None,
-         color: bool | None, only_specs: bool, show_env: bool, params: tuple[str, ...], params_file: str | None,
-         template_paths: tuple[str, ...]) -> int:
+         color: bool | None, only_specs: bool, show_env: bool, scheduler: str | None, cfg: str | None,
+         k8s_versions: tuple[str, ...], crd_paths: tuple[str, ...], params: tuple[str, ...],
+         params_file: str | None, template_paths: tuple[str, ...]) -> int:
     """Lint spec files and folders (default: the current folder).
 
     Folders are searched for *.yaml, *.yml, *.toml and *.json files that look
     like specs. Settings under [lint] in .torchspec.toml or [tool.torchspec.lint]
     in pyproject.toml apply; flags win over them.
+
+    With --scheduler NAME each spec that lints clean is also dry-run on NAME
+    (e.g. torchspec lint --scheduler kubernetes -c flavor=jobset --crd
+    jobset-crd.yaml jobs/); [scheduler.NAME] config defaults apply below -c.
 
     Exit codes: 0 clean, 1 errors found (or warnings with --strict), 2 usage error.
     """
@@ -45,7 +63,12 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
 
     if explain is not None:
         return _explain(explain)
-    config = load_config().section("lint")
+    if not scheduler and (cfg or k8s_versions or crd_paths):
+        from torchspec.errors import UsageError
+
+        raise UsageError("-c, --k8s-version and --crd need --scheduler", "e.g. --scheduler kubernetes")
+    full_config = load_config()
+    config = full_config.section("lint")
     options = LintOptions(
         select=split_commas(select) or list(config.get("select", [])),
         ignore=split_commas(ignore) or list(config.get("ignore", [])),
@@ -54,6 +77,11 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
         params_file=params_file,
         template_paths=tuple(template_paths) or tuple(config.get("template_paths", [])),
         only_specs=only_specs,
+        scheduler=scheduler,
+        scheduler_cfg=cfg or {},
+        k8s_versions=tuple(k8s_versions),
+        crd_paths=tuple(crd_paths),
+        config=full_config if scheduler else None,
     )
     if max_file_size or config.get("max_file_size"):
         options.max_file_bytes = int(max_file_size or config["max_file_size"])
@@ -74,6 +102,8 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
     finally:
         if output:
             stream.close()
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
     if show_env:
         for path, names in result.env_read.items():
             click.echo(f"{path}: environment variables read: {', '.join(names)}", err=True)

@@ -4,6 +4,10 @@ Lint never raises for a bad spec; it returns a :class:`LintResult` for the
 reporters.  Required params that nobody passed get typed stand-in values
 (checks on what they feed are skipped) so that a spec which needs params at
 submit time still lints clean in CI.
+
+With ``LintOptions(scheduler=NAME)`` every file that loaded without errors is
+also dry-run on that scheduler (TS601) and, for kubernetes, its manifests are
+schema-checked (TS602); see :mod:`torchspec.lint.scheduler_check`.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from torchspec.errors import Diagnostic, UsageError
 from torchspec.lint import codes
@@ -19,6 +23,9 @@ from torchspec.lint.result import EXIT_ERRORS, EXIT_OK, EXIT_USAGE, LintResult
 from torchspec.loader import LoadedFile, LoadOptions, load_text
 from torchspec.loader.source import FORMATS, MAX_FILE_BYTES, detect_format, read_text
 from torchspec.schema import did_you_mean
+
+if TYPE_CHECKING:
+    from torchspec.config import Config
 
 __all__ = ["LintOptions", "LintResult", "lint_paths", "discover", "EXIT_OK", "EXIT_ERRORS", "EXIT_USAGE"]
 
@@ -53,6 +60,16 @@ class LintOptions:
     max_file_bytes: int = MAX_FILE_BYTES
     #: skip named files that do not look like specs too (pre-commit passes every staged YAML file)
     only_specs: bool = False
+    #: also dry-run each spec on this scheduler (TS601; kubernetes: TS602 too); see lint.scheduler_check
+    scheduler: str | None = None
+    #: the scheduler's run options: a mapping, or ``-c`` text such as ``"flavor=jobset,queue=q"``
+    scheduler_cfg: Mapping[str, Any] | str = field(default_factory=dict)
+    #: kubernetes: the versions to validate manifests for (default: the oldest and newest bundled)
+    k8s_versions: tuple[str, ...] = ()
+    #: kubernetes: CRD files to validate custom kinds (JobSet, Volcano Job) against
+    crd_paths: tuple[str, ...] = ()
+    #: where ``[scheduler.NAME]`` run option defaults come from (as for submit); None: none
+    config: "Config | None" = None
 
 
 def check_codes(entries: Iterable[str]) -> list[str]:
@@ -114,16 +131,31 @@ def lint_paths(paths: Iterable[str], options: LintOptions | None = None) -> Lint
     load_options = LoadOptions(params=options.params, params_file=options.params_file,
                                template_paths=options.template_paths, max_file_bytes=options.max_file_bytes,
                                lint=True)
+    check = None
+    if options.scheduler:
+        from torchspec.lint.scheduler_check import prepare
+
+        check = prepare(options)  # bad settings are usage errors before any file is read
+        if not any(is_selected(c, select, ignore) for c in ("TS601", "TS602")):
+            check = None
     result = LintResult()
+    per_file: list[list[Diagnostic]] = []
     for path, named in discover(paths, options.exclude):
         loaded = lint_file(path, named and not options.only_specs, load_options)
         if loaded is None:
             continue
         result.files.append(path)
-        result.diagnostics.extend(d for d in loaded.all_diagnostics() if is_selected(d.code, select, ignore))
+        found = loaded.all_diagnostics()
+        if check is not None:
+            check.check_file(loaded, found)
+        per_file.append(found)
         env_read = sorted({name for doc in loaded.documents for name in doc.env_read})
         if env_read:
             result.env_read[path] = env_read
+    if check is not None:
+        check.finish()  # kubernetes manifests are validated together, into each file's list
+        result.notes.extend(check.notes)
+    result.diagnostics.extend(d for found in per_file for d in found if is_selected(d.code, select, ignore))
     return result
 
 

@@ -2,7 +2,8 @@
 
 Codes are stable: once published, a code keeps its meaning forever, so users
 can select or ignore them in CI.  Families: TS0xx reading the file, TS1xx
-syntax, TS2xx schema, TS3xx params, TS4xx templates, TS5xx semantic checks.
+syntax, TS2xx schema, TS3xx params, TS4xx templates, TS5xx semantic checks,
+TS6xx what a scheduler makes of the spec (only with ``lint --scheduler``).
 ``torchspec lint --explain CODE`` prints the entry; README lists them all.
 """
 
@@ -412,6 +413,34 @@ _ALL = [
                 "mounts: [\"type=bind,src=/data,dst=/data\"]\n"
                 "# or\n"
                 "mounts: [{type: bind, src_path: /data, dst_path: /data}]",
+    ),
+    # scheduler checks (lint --scheduler NAME)
+    Code(
+        "TS601", "scheduler-refuses", ERROR, "The scheduler named with --scheduler refuses the spec in a dry run.",
+        why="A spec can be valid for torchspec yet impossible for one backend: Docker cannot provide some "
+            "devices, two role names may map to the same container or Kubernetes name, a kubernetes.pod_patch "
+            "may break the pod. submit would fail with the same message; lint finds it without a backend.",
+        fix="Change the spec as the message says, or pass the run options it needs with -c; "
+            "`torchspec dryrun -s NAME FILE` shows the request the scheduler builds.",
+        example="$ torchspec lint --scheduler docker job.yaml\n"
+                "# bad: both become the container name ...-a-b-0\n"
+                "roles: [{name: a_b, ...}, {name: a-b, ...}]\n"
+                "# fix\n"
+                "roles: [{name: reader, ...}, {name: writer, ...}]",
+    ),
+    Code(
+        "TS602", "kubernetes-schema", ERROR, "A Kubernetes manifest fails the official schema of a Kubernetes version.",
+        why="The API server rejects objects its schema does not accept, or silently drops fields it does not "
+            "know; a field added in a newer Kubernetes (or a wrong type written through kubernetes.pod_patch) "
+            "fails only when the job is submitted to that cluster.",
+        fix="Fix the field named in the message (often in the role's kubernetes.pod_patch); for fields newer "
+            "than your oldest cluster, tell the scheduler with -c k8s_version=1.27, or check only the versions "
+            "you run with --k8s-version. JobSets and Volcano Jobs need their CRD files passed with --crd.",
+        example="$ torchspec lint --scheduler kubernetes --k8s-version 1.25 job.yaml\n"
+                "# bad: schedulingGates is unknown to Kubernetes 1.25\n"
+                "metadata:\n  kubernetes.pod_patch: {spec: {schedulingGates: [{name: quota}]}}\n"
+                "# fix: drop the field, or lint (and run) only on 1.26 and newer\n"
+                "$ torchspec lint --scheduler kubernetes --k8s-version 1.26 --k8s-version 1.37 job.yaml",
     ),
 ]
 

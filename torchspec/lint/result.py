@@ -19,6 +19,8 @@ class LintResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     #: file -> names of the environment variables its templates read (never their values)
     env_read: dict[str, list[str]] = field(default_factory=dict)
+    #: what was not checked and why (e.g. the --scheduler check skipped a file needing params), for stderr
+    notes: list[str] = field(default_factory=list)
 
     @property
     def error_count(self) -> int:

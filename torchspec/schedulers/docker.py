@@ -113,6 +113,9 @@ DEFAULT_STOP_TIMEOUT_S = 10
 RETRY_WAIT_S = 120
 PULL_POLICIES = ("missing", "always", "never")
 
+#: Docker states of a container that runs or may still run.
+_LIVE_STATUSES = ("running", "restarting", "paused", "created")
+
 _DOCKER_STATES: Dict[str, AppState] = {
     "created": AppState.PENDING,
     "restarting": AppState.PENDING,
@@ -645,6 +648,19 @@ class AppView:
             return "cancelled"
         return ""
 
+    def will_replace(self, container: ContainerView) -> bool:
+        """Whether the watcher is about to replace ``container`` for an APPLICATION or ROLE retry.
+
+        True while a replica of its group (the app, or for ROLE its role) has
+        failed with retries left, or has already been replaced by a later
+        attempt that ``container`` has not caught up with.
+        """
+        return any(
+            (c.retry_pending or c.attempt > container.attempt)
+            and (c.retry_policy == RetryPolicy.APPLICATION.value or c.role == container.role)
+            for c in self.current
+        )
+
     def replicas_of(self, role: str, replica_id: int) -> List[ContainerView]:
         """Every container replica ``role/replica_id`` ran in, oldest attempt first."""
         found = [c for c in self.containers if c.role == role and c.replica_id == replica_id]
@@ -663,14 +679,17 @@ def read_app(client: "docker.DockerClient", app_id: str) -> AppView:
     """Every container of ``app_id``, inspected; an empty view when the engine has none."""
     api = client.api
     summaries = api.containers(all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"})
-    views = []
-    for summary in summaries:
+    found: Dict[str, ContainerView] = {}
+
+    def inspect(container_id: str) -> None:
         try:
-            attrs = api.inspect_container(summary["Id"])
+            found[container_id] = view_of(api.inspect_container(container_id))
         except _docker_errors().NotFound:
-            continue  # removed between the list and the inspect
-        views.append(view_of(attrs))
-    return AppView(app_id=app_id, containers=views)
+            pass  # removed between the list and the inspect
+
+    ids = [summary["Id"] for summary in summaries]
+    _in_parallel(inspect, ids)
+    return AppView(app_id=app_id, containers=[found[i] for i in ids if i in found])
 
 
 # ----------------------------------------------------------------------------
@@ -796,8 +815,8 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
                 )["Id"]
             for container in job.containers:
                 created.append(client.api.create_container(**container.create_kwargs(client.api))["Id"])
-            for container_id in created:
-                client.api.start(container_id)
+            # the engine takes ~0.5 s to start a container and does several at once
+            _in_parallel(client.api.start, created)
         except errors.APIError as e:
             self._remove(client, created, network_id)
             step = "starting" if len(created) == len(job.containers) else "creating"
@@ -918,18 +937,11 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         """
         client = self.client()
         view = read_app(client, app_id)
-        live = [c for c in view.current if not c.cancelled and c.state not in (AppState.SUCCEEDED, AppState.FAILED)
-                or c.retry_pending]
-        for c in live:
-            try:
-                client.api.rename(c.id, c.name + CANCELLED_SUFFIX)
-            except _docker_errors().APIError as e:
-                logger.debug("cannot rename %s: %s", c.name, _reason(e))
-        _in_parallel(lambda c: _stop(client, c.id), live)
         keep = any(c.labels.get(LABEL_KEEP) == "1" for c in view.containers)
+        pending = [c for c in view.current if c.retry_pending and not c.cancelled]
+        self._stop_all(client, app_id, also=pending)
         if not keep:
-            self._remove(client, [c.id for c in view.containers], None)
-            self._remove_networks(client, app_id)
+            self._remove_all(client, app_id)
 
     def delete(self, app_id: str) -> None:
         """Stop the app if it runs, then remove its containers (kept ones too) and its network.
@@ -937,16 +949,39 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         Logs go with the containers.  Volumes are never removed: they hold data.
         """
         client = self.client()
-        view = read_app(client, app_id)
-        live = [c for c in view.containers if c.status in ("running", "restarting", "paused", "created")]
-        for c in live:
-            if not c.cancelled and not c.replaced:
-                try:
-                    client.api.rename(c.id, c.name + CANCELLED_SUFFIX)
-                except _docker_errors().APIError:
-                    pass
-        _in_parallel(lambda c: _stop(client, c.id), live)
-        self._remove(client, [c.id for c in view.containers], None)
+        self._stop_all(client, app_id)
+        self._remove_all(client, app_id)
+
+    def _stop_all(self, client: "docker.DockerClient", app_id: str, also: Iterable[ContainerView] = ()) -> None:
+        """Mark (rename) and stop every live container of the app, and those in ``also``.
+
+        The watcher may be half way through replacing containers for a retry
+        while we stop them, creating new ones as we go; so this repeats until
+        a fresh look finds nothing live.
+        """
+        extra = list(also)
+        for _ in range(20):
+            view = read_app(client, app_id)
+            live = [c for c in view.containers if c.status in _LIVE_STATUSES] + extra
+            extra = []
+            if not live:
+                return
+            for c in live:
+                if not c.cancelled and not c.replaced:
+                    try:
+                        client.api.rename(c.id, c.name + CANCELLED_SUFFIX)
+                    except _docker_errors().APIError as e:
+                        logger.debug("cannot rename %s: %s", c.name, _reason(e))
+            _in_parallel(lambda c: _stop(client, c.id), live)
+        logger.warning("containers of %s kept appearing while they were being stopped", app_id)
+
+    def _remove_all(self, client: "docker.DockerClient", app_id: str) -> None:
+        """Remove every container of the app, again until none is left (see :meth:`_stop_all`), then its network."""
+        for _ in range(20):
+            view = read_app(client, app_id)
+            if not view.containers:
+                break
+            self._remove(client, [c.id for c in view.containers], None)
         self._remove_networks(client, app_id)
 
     def _remove(self, client: "docker.DockerClient", container_ids: List[str], network_id: Optional[str]) -> None:
@@ -1064,7 +1099,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
                 return True
             if latest.cancelled or view.state in (AppState.FAILED, AppState.CANCELLED, AppState.SUCCEEDED):
                 return False
-            if latest.status not in ("restarting", "created") and not latest.retry_pending:
+            if latest.status not in ("restarting", "created") and not view.will_replace(latest):
                 return False
             time.sleep(0.2)
         logger.warning("%s/%d of %s: no retry came within %ds; stopped following", role_name, k, app_id, RETRY_WAIT_S)
@@ -1121,16 +1156,18 @@ def workspace_context(base_image: str, base_id: str, workspace: Workspace) -> Tu
         if not os.path.isdir(root):
             raise ValueError(f"workspace {src!r} is not a folder")
         ignore = _dockerignore(root)
+        # a "!" pattern may re-include a file inside an excluded folder, so folders are pruned only without one
+        prune = not any(negate for negate, _ in ignore)
         for folder, dirs, names in os.walk(root):
             dirs.sort()
             rel_folder = os.path.relpath(folder, root)
             for name in sorted(names) + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
-                rel = os.path.normpath(os.path.join(rel_folder, name))
+                rel = os.path.normpath(os.path.join(rel_folder, name)).replace(os.sep, "/")
                 if rel in (".dockerignore",) or _ignored(rel, ignore):
                     continue
                 files[os.path.normpath(os.path.join("ws", dst, rel))] = os.path.join(folder, name)
-            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))
-                       and not _ignored(os.path.normpath(os.path.join(rel_folder, d)), ignore)]
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d)) and not (
+                prune and _ignored(os.path.normpath(os.path.join(rel_folder, d)).replace(os.sep, "/"), ignore))]
     dockerfile = f"FROM {base_image}\nCOPY ws/ ./\n".encode()
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -1155,23 +1192,59 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def _dockerignore(root: str) -> List[str]:
+def _dockerignore(root: str) -> List[Tuple[bool, Pattern[str]]]:
+    """The patterns of ``root/.dockerignore`` as (is an exception, compiled regex), in order."""
     try:
         with open(os.path.join(root, ".dockerignore"), encoding="utf-8") as f:
-            return [line.strip() for line in f if line.strip() and not line.startswith("#")]
+            lines = [line.strip() for line in f]
     except OSError:
         return []
+    patterns = []
+    for line in lines:
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        text = os.path.normpath(line[1:].strip() if negate else line).lstrip("/")
+        if text and text != ".":
+            patterns.append((negate, re.compile(_ignore_regex(text))))
+    return patterns
 
 
-def _ignored(rel: str, patterns: List[str]) -> bool:
-    """``.dockerignore`` semantics: the last matching pattern wins, ``!`` re-includes, a folder match covers its files."""
+def _ignore_regex(pattern: str) -> str:
+    """Docker's ``.dockerignore`` matching as a regex: ``*`` and ``?`` stay within one path part,
+    ``**`` spans any number of parts, and a pattern also matches everything below what it names."""
+    out, i = "", 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+            continue
+        if pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+            continue
+        if c == "*":
+            out += "[^/]*"
+        elif c == "?":
+            out += "[^/]"
+        elif c == "[" and "]" in pattern[i + 1:]:
+            end = pattern.index("]", i + 1)
+            body = pattern[i + 1:end]
+            out += "[" + ("^" + body[1:] if body.startswith("^") else re.escape(body).replace("\\-", "-")) + "]"
+            i = end
+        elif c == "\\" and i + 1 < len(pattern):
+            i += 1
+            out += re.escape(pattern[i])
+        else:
+            out += re.escape(c)
+        i += 1
+    return f"^{out}(?:/.*)?$"
+
+
+def _ignored(rel: str, patterns: List[Tuple[bool, Pattern[str]]]) -> bool:
+    """Whether ``.dockerignore`` excludes ``rel`` (``/``-separated): the last matching pattern decides."""
     ignored = False
-    for pattern in patterns:
-        negate = pattern.startswith("!")
-        clean = pattern[1:].strip() if negate else pattern
-        clean = clean.strip("/")
-        parts = rel.split(os.sep)
-        if any(fnmatch.fnmatchcase("/".join(parts[: i + 1]), clean) for i in range(len(parts))):
+    for negate, regex in patterns:
+        if regex.match(rel):
             ignored = not negate
     return ignored
 
@@ -1213,11 +1286,14 @@ def _stop(client: "docker.DockerClient", container_id: str) -> None:
         logger.warning("cannot stop container %s: %s", container_id[:12], _reason(e))
 
 
-def _in_parallel(fn: Callable[[Any], None], items: List[Any]) -> None:
-    """Run ``fn`` over ``items`` on threads, so stopping 16 containers takes one grace period, not 16."""
-    if not items:
+def _in_parallel(fn: Callable[[Any], Any], items: List[Any]) -> None:
+    """Run ``fn`` over ``items`` on threads (the engine works on several requests at once),
+    so stopping 16 containers takes one grace period, not 16; the first exception is raised."""
+    if len(items) <= 1:
+        for item in items:
+            fn(item)
         return
-    with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
+    with ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
         list(pool.map(fn, items))
 
 

@@ -24,8 +24,10 @@ import sys
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from torchspec.schedulers.docker import (
+    _LIVE_STATUSES,
     ATTEMPT_SUFFIX,
     BUILTIN_NETWORKS,
+    CANCELLED_SUFFIX,
     LABEL_APP_ID,
     LABEL_ATTEMPT,
     LABEL_NETWORK,
@@ -41,8 +43,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("torchspec.docker_watcher")
 
-_LIVE = ("running", "restarting", "paused", "created")
-
 
 def step(client: "docker.DockerClient", app_id: str) -> bool:
     """Act once on the app as the engine shows it now; True when there is nothing left to watch."""
@@ -51,7 +51,7 @@ def step(client: "docker.DockerClient", app_id: str) -> bool:
         return True
     for_good = [c for c in current if c.state == AppState.FAILED and not c.retry_pending]
     if for_good:
-        others = [c for c in current if c.status in _LIVE]
+        others = [c for c in current if c.status in _LIVE_STATUSES]
         if others:
             logger.info("%s failed for good; stopping %d other container(s)", for_good[0].describe_failure(),
                         len(others))
@@ -70,11 +70,19 @@ def step(client: "docker.DockerClient", app_id: str) -> bool:
 
 
 def restart(client: "docker.DockerClient", group: List[ContainerView]) -> None:
-    """Replace each container of ``group`` by a new one, one attempt later; the old ones are kept, renamed."""
-    _in_parallel(lambda c: _stop(client, c.id), [c for c in group if c.status in _LIVE])
+    """Replace each container of ``group`` by a new one, one attempt later; the old ones are kept, renamed.
+
+    A cancel may come while this runs: it renames containers ``NAME.cancelled``.
+    Each old container is looked at again just before it is replaced, and
+    the restart ends there if it was cancelled (cancel removes what exists).
+    """
+    _in_parallel(lambda c: _stop(client, c.id), [c for c in group if c.status in _LIVE_STATUSES])
     created = []
     for c in group:
         attrs = client.api.inspect_container(c.id)
+        if str(attrs.get("Name", "")).endswith(CANCELLED_SUFFIX):
+            logger.info("%s was cancelled during the restart; stopping", c.name)
+            return
         client.api.rename(c.id, f"{c.name}{ATTEMPT_SUFFIX}{c.attempt}")
         created.append(client.api.create_container_from_config(next_attempt(attrs, c.attempt + 1), name=c.name)["Id"])
     for container_id in created:

@@ -1,0 +1,162 @@
+"""The slurm scheduler against a real cluster (``scripts/slurm-cluster start --nodes 3``), through its API.
+
+Skips without a controller that answers (fails under TORCHSPEC_REQUIRE_SLURM=1).
+Each job is cancelled at the end of its test (``slurm_jobs``).  Apps are
+small shell scripts in an image folder under ``tmp_path``: on this one-host
+cluster /tmp is the "shared" file system.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timedelta
+
+import pytest
+
+from torchspec import specs
+from torchspec.schedulers.slurm import SlurmScheduler
+
+AS = specs.AppState
+
+REPLICA_SH = r"""#!/bin/bash
+# args: replica_id app_id rank0_env sleep exit_code
+host=${!3}
+echo "replica=$1 env_replica=$TORCHSPEC_REPLICA_ID role=$TORCHSPEC_ROLE_NAME app=$2 env_app=$TORCHSPEC_APP_ID"
+echo "rank0_host=$host resolves=$(getent hosts "$host" | awk '{print $1; exit}')"
+echo "to stderr $1" >&2
+sleep "$4"
+echo "done $1"
+exit "${5:-0}"
+"""
+
+
+@pytest.fixture
+def image(tmp_path) -> str:
+    folder = tmp_path / "img"
+    folder.mkdir()
+    (folder / "replica.sh").write_text(REPLICA_SH)
+    (folder / "replica.sh").chmod(0o755)
+    return str(folder)
+
+
+@pytest.fixture
+def sched(slurm_jobs, tmp_path):
+    scheduler = SlurmScheduler("test")
+    cfg = {"log_dir": str(tmp_path / "logs"), "one_node_per_replica": False}
+
+    def submit(app: specs.AppDef, **extra: object) -> str:
+        job_id = scheduler.submit(app, {**cfg, **extra})
+        slurm_jobs.append(job_id)
+        return job_id
+
+    scheduler.submit_app = submit  # type: ignore[attr-defined]
+    return scheduler
+
+
+def role(image: str, name: str, replicas: int = 1, sleep: float = 1, code: int = 0, **kw: object) -> specs.Role:
+    return specs.Role(name=name, image=image, entrypoint="replica.sh",
+                      args=["${replica_id}", "${app_id}", "${rank0_env}", str(sleep), str(code)],
+                      num_replicas=replicas, resource=specs.Resource(cpu=1, gpu=0, memMB=64), **kw)  # type: ignore[arg-type]
+
+
+def wait_state(sched: SlurmScheduler, job_id: str, states: set, timeout: float = 90):
+    deadline = time.monotonic() + timeout
+    while True:
+        desc = sched.describe(job_id)
+        assert desc is not None
+        if desc.state in states or time.monotonic() > deadline:
+            return desc
+        time.sleep(0.3)
+
+
+def test_het_job_each_replica_sees_its_id_and_resolves_rank0(sched, image) -> None:
+    app = specs.AppDef("tpr", roles=[role(image, "trainer", 2), role(image, "ps"), role(image, "reader")])
+    job_id = sched.submit_app(app)
+    assert job_id.isdigit()
+
+    # logs -f from submission (still pending) to the end of the replica
+    followed = list(sched.log_iter(job_id, "trainer", 1, should_tail=True))
+    assert followed[-1] == "done 1\n", followed
+    desc = wait_state(sched, job_id, {AS.SUCCEEDED, AS.FAILED, AS.CANCELLED})
+    assert desc.state == AS.SUCCEEDED, desc.msg
+    assert [r.name for r in desc.roles] == ["trainer", "ps", "reader"]  # rebuilt from the stored spec
+    assert [(r.role, [x.state for x in r.replicas]) for r in desc.roles_statuses] == [
+        ("trainer", [AS.SUCCEEDED] * 2), ("ps", [AS.SUCCEEDED]), ("reader", [AS.SUCCEEDED])]
+
+    for name, k in (("trainer", 0), ("trainer", 1), ("ps", 0), ("reader", 0)):
+        out = "".join(sched.log_iter(job_id, name, k, streams="stdout"))
+        assert f"replica={k} env_replica={k} role={name} app={job_id} env_app={job_id}" in out, out
+        match = re.search(r"rank0_host=(\S+) resolves=(\S+)", out)
+        assert match and match.group(2), out  # ${rank0_env} names a variable holding a host that resolves
+        assert "to stderr" not in out
+    assert "".join(sched.log_iter(job_id, "ps", 0, streams="stderr")).startswith("to stderr 0")
+    assert list(sched.log_iter(job_id, "trainer", 0, regex="^done")) == ["done 0\n"]
+    hour = timedelta(hours=1)
+    assert len(list(sched.log_iter(job_id, "reader", 0, since=datetime.now() - hour))) >= 4
+    assert list(sched.log_iter(job_id, "reader", 0, until=datetime.now() - hour)) == []
+
+    # a fresh process, that never saw the submission, finds the app
+    fresh = subprocess.run([sys.executable, "-c", "import sys; from torchspec.schedulers.slurm import SlurmScheduler;"
+                            " d = SlurmScheduler('other').describe(sys.argv[1]); print(d.state.name, len(d.roles))",
+                            job_id], capture_output=True, text=True, timeout=60)
+    assert fresh.stdout.split() == ["SUCCEEDED", "3"], fresh.stderr
+    assert job_id in [a.app_id for a in sched.list()]
+    with pytest.raises(ValueError, match="no role"):
+        sched.log_iter(job_id, "nope", 0)
+
+
+def test_failing_job_is_requeued_then_fails_with_its_exit_code(sched, image) -> None:
+    app = specs.AppDef("failer", roles=[role(image, "w", sleep=0, code=3, max_retries=1)])
+    job_id = sched.submit_app(app)
+    desc = wait_state(sched, job_id, {AS.SUCCEEDED, AS.FAILED, AS.CANCELLED}, timeout=90)
+    assert desc.state == AS.FAILED and desc.num_restarts == 1, desc
+    assert "w/0 exited with code 3" in desc.msg and "exit code 3" in desc.msg
+    logs = "".join(sched.log_iter(job_id, "w", 0, streams="stdout"))
+    assert len(re.findall("^replica=0", logs, re.M)) == 2 and "restart 1 of the job" in logs
+
+
+def test_replica_policy_restarts_the_step_in_place(sched, image) -> None:
+    app = specs.AppDef("replica", roles=[role(image, "w", sleep=0, code=4, max_retries=2,
+                                              retry_policy=specs.RetryPolicy.REPLICA)])
+    job_id = sched.submit_app(app)
+    desc = wait_state(sched, job_id, {AS.SUCCEEDED, AS.FAILED, AS.CANCELLED})
+    assert desc.state == AS.FAILED and desc.num_restarts == 0
+    replica = desc.roles_statuses[0].replicas[0]
+    assert replica.num_restarts == 2 and replica.exit_code == 4  # type: ignore[attr-defined]
+    assert len(re.findall("^replica=0", "".join(sched.log_iter(job_id, "w", 0)), re.M)) == 3
+
+
+def test_cancel_while_running_leaves_no_process(sched, image) -> None:
+    marker = f"4{uuid.uuid4().int % 10**6}"  # a unique sleep length to find the processes by
+    app = specs.AppDef("sleeper", roles=[role(image, "a", 2, sleep=int(marker)), role(image, "b", sleep=int(marker))])
+    job_id = sched.submit_app(app)
+    deadline = time.monotonic() + 60
+    while "replica=1" not in "".join(sched.log_iter(job_id, "a", 1)) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True).returncode == 0
+    assert sched.describe(job_id).state == AS.RUNNING  # type: ignore[union-attr]
+    sched.cancel(job_id)
+    desc = wait_state(sched, job_id, {AS.CANCELLED, AS.FAILED, AS.SUCCEEDED}, timeout=30)
+    assert desc.state == AS.CANCELLED
+    deadline = time.monotonic() + 15
+    while subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "replica processes survived the cancel"
+        time.sleep(0.3)
+    # following a cancelled job's logs ends
+    assert list(sched.log_iter(job_id, "b", 0, should_tail=True, regex="^done")) == []
+
+
+def test_dryrun_script_is_accepted_by_sbatch_test_only(sched, image, tmp_path) -> None:
+    app = specs.AppDef("tpr", roles=[role(image, "trainer", 2), role(image, "ps")])
+    info = sched.submit_dryrun(app, {"log_dir": str(tmp_path / "logs"), "time": "10:00"})
+    path = tmp_path / "job.sbatch"
+    path.write_text(str(info))
+    os.makedirs(tmp_path / "logs", exist_ok=True)
+    result = subprocess.run(["sbatch", "--test-only", str(path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "to start at" in result.stderr
