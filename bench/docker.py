@@ -69,7 +69,6 @@ import re
 import secrets
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -78,6 +77,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from common import find_torchspec, fmt_s, median, proc_matches  # before the sys.path change below
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -105,31 +106,11 @@ class Vanished(RuntimeError):
     """A torchspec app of ours lost containers during a run: someone else removed them; run it again."""
 
 
-def find_torchspec(mode: str) -> list[str] | None:
-    """The console script beside sys.executable, else ``python -m torchspec``."""
-    script = Path(PY).parent / ("torchspec.exe" if os.name == "nt" else "torchspec")
-    if mode in ("auto", "script") and script.exists():
-        return [str(script)]
-    if mode == "script":
-        return None
-    return [PY, "-m", "torchspec"] if (REPO / "torchspec" / "__main__.py").exists() else None
-
-
 def one_line(text: str | bytes) -> str:
     """The end of a command's output, on one line, for an error message."""
     if isinstance(text, bytes):
         text = text.decode(errors="replace")
     return " ".join(text.split())[-300:]
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
-
-def fmt_s(t: float) -> str:
-    if t != t:  # nan
-        return "-"
-    return f"{t * 1000:8.1f} ms" if t < 1 else f"{t:8.3f} s "
 
 
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?$")
@@ -145,27 +126,6 @@ def engine_time(text: str | None) -> float | None:
     zone = match.group(3) or "Z"
     offset = 0 if zone == "Z" else (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
     return when.replace(tzinfo=timezone.utc).timestamp() - offset
-
-
-def proc_matches(needles: list[bytes]) -> list[tuple[int, str]]:
-    """Live (non-zombie) processes whose command line holds one of ``needles``."""
-    found = []
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
-            if not any(n in cmdline for n in needles):
-                continue
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                    continue
-        except (OSError, IndexError):
-            continue
-        found.append((int(entry), cmdline.replace(b"\0", b" ").decode(errors="replace")[:160]))
-    return found
 
 
 def reap_children() -> None:

@@ -43,6 +43,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common import find_torchspec, fmt_s
+
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "schemas" / "appdef.schema.json"
 
@@ -338,24 +340,6 @@ print(f"baseline: {files} files, {errors} schema errors")
 OK_EXIT = {"lint": (0, 1), "baseline": (0,), "cjs": (0, 1), "version": (0,), "lint-one": (0, 1), "import-yaml": (0,)}
 
 
-def find_torchspec(mode: str) -> list[str] | None:
-    """The command that runs torchspec: the console script beside
-    sys.executable, else ``python -m torchspec``."""
-    bindir = Path(sys.executable).parent
-    script = bindir / ("torchspec.exe" if os.name == "nt" else "torchspec")
-    if mode in ("auto", "script") and script.exists():
-        return [str(script)]
-    if mode == "script":
-        return None
-    import importlib.util
-
-    try:
-        ok = importlib.util.find_spec("torchspec.__main__") is not None
-    except ImportError:
-        ok = False
-    return [sys.executable, "-m", "torchspec"] if ok else None
-
-
 def find_tool(name: str) -> str | None:
     bindir = Path(sys.executable).parent
     local = bindir / (name + (".exe" if os.name == "nt" else ""))
@@ -420,10 +404,6 @@ def count_diagnostics(ts: list[str], folder: Path, text_out: str, env: dict) -> 
         pass
     lines = [ln for ln in text_out.splitlines() if re.search(r"\bTS\d{3}\b", ln)]
     return len(lines), "counted from the text report"
-
-
-def fmt_s(t: float) -> str:
-    return f"{t * 1000:8.1f} ms" if t < 1 else f"{t:8.3f} s "
 
 
 def main(argv: list[str] | None = None) -> int:

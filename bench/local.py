@@ -50,7 +50,6 @@ import platform
 import secrets
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,6 +58,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
+
+from common import find_torchspec, fmt_s, median, proc_matches
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -106,26 +107,6 @@ with open(sys.argv[1], "rb") as src:
 # --------------------------------------------------------------------------
 
 
-def find_torchspec(mode: str) -> list[str] | None:
-    """The console script beside sys.executable, else ``python -m torchspec``."""
-    script = Path(PY).parent / ("torchspec.exe" if os.name == "nt" else "torchspec")
-    if mode in ("auto", "script") and script.exists():
-        return [str(script)]
-    if mode == "script":
-        return None
-    return [PY, "-m", "torchspec"] if (REPO / "torchspec" / "__main__.py").exists() else None
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
-
-def fmt_s(t: float) -> str:
-    if t != t:  # nan
-        return "-"
-    return f"{t * 1000:8.1f} ms" if t < 1 else f"{t:8.3f} s "
-
-
 def fmt_rate(bps: float) -> str:
     return f"{bps / 1e6:9.1f} MB/s" if bps < 1e9 else f"{bps / 1e9:9.2f} GB/s"
 
@@ -147,27 +128,6 @@ def tail(path: Path, n: int = 15) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
     except OSError:
         return f"({path} unreadable)"
-
-
-def proc_matches(needles: list[bytes]) -> list[tuple[int, str]]:
-    """Live (non-zombie) processes whose command line holds one of ``needles``."""
-    found = []
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
-            if not any(n in cmdline for n in needles):
-                continue
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                    continue
-        except (OSError, IndexError):
-            continue
-        found.append((int(entry), cmdline.replace(b"\0", b" ").decode(errors="replace")[:160]))
-    return found
 
 
 def wait_gone(pid: int | None, timeout: float = 10.0) -> bool:

@@ -19,7 +19,7 @@ from torchspec.lint.result import LintResult
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-CRDS = ROOT / "tests" / "data" / "k8s-crds"
+CRDS = ROOT / "torchspec" / "schedulers" / "crds"
 CRD_FILES = {"jobset": (str(CRDS / "jobset.x-k8s.io_jobsets.yaml"),),
              "volcano": (str(CRDS / "batch.volcano.sh_jobs.yaml"),), "job": ()}
 FLAVORS = ("job", "jobset", "volcano")
@@ -154,10 +154,11 @@ def test_object_level_crd_problem_is_at_the_top_of_the_document(tmp_path, flavor
     assert d.message == f"the CRD schema rejects the {kind}: spec.ttlSecondsAfterFinished: -5 is less than the minimum of 0"
 
 
-def test_jobset_without_its_crd_is_noted(tmp_path) -> None:
+def test_jobset_is_checked_against_the_bundled_crd_without_crd(tmp_path) -> None:
     result, _ = lint(tmp_path, GATES, scheduler="kubernetes", scheduler_cfg="flavor=jobset")
-    assert result.diagnostics == []
-    assert any("no CRD for JobSet" in note for note in result.notes)
+    assert [d.code for d in result.diagnostics] == ["TS602"]
+    assert "JobSet" in result.diagnostics[0].message and "schedulingGates" in result.diagnostics[0].source_line
+    assert not any("no CRD" in note for note in result.notes)
 
 
 # ---------------------------------------------------------------- TS601

@@ -162,6 +162,14 @@ def containers(client: Any, app: str) -> dict[str, dict[str, Any]]:
     return found
 
 
+def wait_all_stopped(client: Any, app: str, timeout: float = 20) -> None:
+    """Once an app has failed for good, its watcher stops the other containers: wait for that."""
+    deadline = time.monotonic() + timeout
+    while any(c["State"]["Running"] for c in containers(client, app).values()):
+        assert time.monotonic() < deadline, f"containers of {app} still run {timeout}s after the app failed"
+        time.sleep(0.2)
+
+
 def networks(client: Any, app: str) -> list[str]:
     return [n["Name"] for n in client.api.networks(filters={"label": f"{APP_LABEL}={app}"})]
 
@@ -284,8 +292,8 @@ def test_application_retries_restart_every_replica_then_fail(env: Env, docker_cl
         assert found[f"{app}-worker-{k}.attempt0"]["Config"]["Labels"]["torchspec.attempt"] == "0"
         assert found[f"{app}-worker-{k}.attempt1"]["Config"]["Labels"]["torchspec.attempt"] == "1"
         assert found[f"{app}-worker-{k}"]["Config"]["Labels"]["torchspec.attempt"] == "2"
-    # a failed app leaves nothing running: the watcher stopped replica 0
-    assert all(not c["State"]["Running"] for c in found.values())
+    # a failed app leaves nothing running: the watcher stops replica 0
+    wait_all_stopped(docker_cleanup, app)
     # the new containers are on the app's network under the same names
     current = found[f"{app}-worker-0"]["NetworkSettings"]["Networks"]
     assert list(current) == [f"torchspec-{app}"] and f"{app}-worker-0" in current[f"torchspec-{app}"]["Aliases"]
@@ -390,7 +398,8 @@ def test_role_retries_restart_only_the_failing_role(env: Env, docker_cleanup: An
     assert reps["steady/0"]["num_restarts"] == 0 and reps["flaky/1"]["num_restarts"] == 1, reps
     assert reps["flaky/1"]["exit_code"] == 3
     assert env.logs(handle, "steady/0").count("replica 0 starts") == 1
-    assert all(not c["State"]["Running"] for c in found.values())  # failed for good: the steady role was stopped
+    # failed for good: the watcher stops the steady role (the app is FAILED from the moment flaky/1 gave up)
+    wait_all_stopped(docker_cleanup, app)
 
 
 # --- 3. logs ------------------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Every example under examples/ is rendered in every flavor and validated with ``kubernetes-validate``
 (strict: unknown fields are errors) for the oldest and newest Kubernetes it bundles, and JobSet and
-Volcano objects against their CRDs (tests/data/k8s-crds). No cluster is needed.
+Volcano objects against their CRDs (shipped in torchspec/schedulers/crds). No cluster is needed.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from torchspec import specs
 from torchspec.errors import ParamError
 from torchspec.loader import load_apps
 from torchspec.schedulers.kubernetes import (
+    BUNDLED_CRDS,
     FLAVORS,
     KubernetesRequest,
     KubernetesScheduler,
@@ -31,7 +32,7 @@ from torchspec.schedulers.kubernetes import (
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CRDS = sorted(str(p) for p in (ROOT / "tests" / "data" / "k8s-crds").glob("*.yaml"))
+CRDS = list(BUNDLED_CRDS)
 EXAMPLES = sorted(p for p in (ROOT / "examples").rglob("*") if p.suffix in (".yaml", ".yml", ".toml", ".json"))
 OLDEST, NEWEST = "1.25", "1.37"
 #: Params for examples whose required params have no default (none today; add them here when one appears).

@@ -36,9 +36,8 @@ FORMATS = ["text", "json", "github", "sarif"]
                    "oldest and newest kubernetes-validate bundles). Unless -c sets k8s_version, manifests are "
                    "rendered for the oldest one.")
 @click.option("--crd", "crd_paths", multiple=True, type=click.Path(exists=True, dir_okay=False), metavar="PATH",
-              help="With --scheduler kubernetes: a CustomResourceDefinition file (repeatable), e.g. JobSet's or "
-                   "Volcano's, to validate those objects against; torchspec does not ship them, and without one "
-                   "jobset and volcano objects are not schema-checked.")
+              help="With --scheduler kubernetes: a CustomResourceDefinition file (repeatable) to validate custom "
+                   "objects against, instead of the JobSet and Volcano Job CRDs that ship with torchspec.")
 @param_options
 def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
          exclude: tuple[str, ...], strict: bool | None, max_file_size: int | None, explain: str | None,

@@ -201,7 +201,9 @@ def prepare(options: "LintOptions") -> "SchedulerCheck":
     check = SchedulerCheck(name, scheduler, cfg)
     if is_k8s:
         check.k8s_versions = _k8s_versions(options.k8s_versions)
-        check.crd_paths = tuple(options.crd_paths)
+        from torchspec.schedulers.kubernetes import BUNDLED_CRDS
+
+        check.crd_paths = tuple(options.crd_paths) or BUNDLED_CRDS
         check.crd_kinds = _crd_kinds(check.crd_paths)
         if not cfg.get("k8s_version"):
             check.cfg = dict(cfg, k8s_version=min(check.k8s_versions, key=_version_key))

@@ -1431,6 +1431,13 @@ def parse_stamp(raw: bytes) -> Tuple[Optional[datetime], bytes]:
 # ----------------------------------------------------------------------------
 
 
+#: The JobSet and Volcano Job CRDs that ship with torchspec (see crds/README.md), for ``validate_manifests``.
+BUNDLED_CRDS: Tuple[str, ...] = tuple(
+    sorted(os.path.join(os.path.dirname(__file__), "crds", name)
+           for name in ("batch.volcano.sh_jobs.yaml", "jobset.x-k8s.io_jobsets.yaml"))
+)
+
+
 def crd_schema(crd: Mapping[str, Any], version: Optional[str] = None, strict: bool = True) -> Obj:
     """The JSON Schema of a CRD's served ``version`` (default: the storage one), made checkable.
 

@@ -35,10 +35,11 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Pattern
 
 from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware
+from torchspec.schedulers.logfile import follow_lines
 from torchspec.schedulers.replicas import (
     ENV_APP_ID,
     ENV_NUM_REPLICAS,
@@ -781,34 +782,8 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         should_tail: bool,
     ) -> Iterator[str]:
         with open(path, "rb") as log:
-            pending = b""
-            finished = not should_tail
-            while True:
-                chunk = log.readline()
-                if chunk:
-                    pending += chunk
-                    if not pending.endswith(b"\n"):
-                        continue
-                    when, text = _parse_log_line(pending, with_time=since is not None or until is not None)
-                    pending = b""
-                    if when is not None and since is not None and when < since:
-                        continue
-                    if when is not None and until is not None and when >= until:
-                        return
-                    if pattern is None or pattern.search(text):
-                        yield text
-                    continue
-                if finished:
-                    if pending:
-                        when, text = _parse_log_line(pending + b"\n")
-                        if pattern is None or pattern.search(text):
-                            yield text
-                    return
-                if until is not None and datetime.now(timezone.utc) >= until:
-                    finished = True
-                    continue
-                time.sleep(0.1)
-                finished = self._replica_done(app_dir, request, role_name, k)
+            yield from follow_lines(log, _parse_log_line, pattern, since, until, should_tail,
+                                    done=lambda: self._replica_done(app_dir, request, role_name, k))
 
     def _replica_done(self, app_dir: str, request: LocalRequest, role_name: str, k: int) -> bool:
         """True once replica ``k`` can write no more: the app ended, or nothing can restart the replica."""

@@ -50,11 +50,12 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Pattern, Sequence, Tuple
 
 from torchspec.errors import BackendError
 from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware
+from torchspec.schedulers.logfile import follow_lines
 from torchspec.schedulers.replicas import (
     ENV_APP_ID,
     ENV_NUM_REPLICAS,
@@ -981,37 +982,8 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
                 return
             time.sleep(POLL_S)
         with open(path, "rb") as log:
-            pending = b""
-            finished = not should_tail
-            last_poll = 0.0
-            while True:
-                chunk = log.readline()
-                if chunk:
-                    pending += chunk
-                    if not pending.endswith(b"\n"):
-                        continue
-                    when, text = parse_log_line(pending)
-                    pending = b""
-                    if when is not None and since is not None and when < since:
-                        continue
-                    if when is not None and until is not None and when >= until:
-                        return
-                    if pattern is None or pattern.search(text):
-                        yield text
-                    continue
-                if finished:
-                    if pending:
-                        _, text = parse_log_line(pending + b"\n")
-                        if pattern is None or pattern.search(text):
-                            yield text
-                    return
-                if until is not None and datetime.now(timezone.utc) >= until:
-                    finished = True
-                    continue
-                time.sleep(0.1)
-                if time.monotonic() - last_poll >= POLL_S:
-                    last_poll = time.monotonic()
-                    finished = self._over(app_id, exitcode)  # one more pass reads what came meanwhile
+            yield from follow_lines(log, lambda raw, _: parse_log_line(raw), pattern, since, until, should_tail,
+                                    done=lambda: self._over(app_id, exitcode), poll_s=POLL_S)
 
     def _over(self, app_id: str, exitcode: str) -> bool:
         """True once the replica can write no more: it exited 0, or the job is over."""

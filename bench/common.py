@@ -1,0 +1,60 @@
+"""Helpers every benchmark under bench/ uses: finding torchspec, medians, durations, processes.
+
+Imported by path-less name (``from common import ...``): Python puts this
+folder first on ``sys.path`` when a benchmark runs as a script.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import statistics
+import sys
+from pathlib import Path
+
+
+def find_torchspec(mode: str) -> list[str] | None:
+    """The command that runs torchspec: the console script beside sys.executable
+    (``mode`` "script" or "auto"), else ``python -m torchspec`` ("module" or "auto")."""
+    script = Path(sys.executable).parent / ("torchspec.exe" if os.name == "nt" else "torchspec")
+    if mode in ("auto", "script") and script.exists():
+        return [str(script)]
+    if mode == "script":
+        return None
+    try:
+        ok = importlib.util.find_spec("torchspec.__main__") is not None
+    except ImportError:
+        ok = False
+    return [sys.executable, "-m", "torchspec"] if ok else None
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def fmt_s(t: float) -> str:
+    """A duration for a table column: milliseconds under a second, "-" for none (nan)."""
+    if t != t:  # nan
+        return "-"
+    return f"{t * 1000:8.1f} ms" if t < 1 else f"{t:8.3f} s "
+
+
+def proc_matches(needles: list[bytes]) -> list[tuple[int, str]]:
+    """Live (non-zombie) processes whose command line holds one of ``needles``."""
+    found = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+            if not any(n in cmdline for n in needles):
+                continue
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+        except (OSError, IndexError):
+            continue
+        found.append((int(entry), cmdline.replace(b"\0", b" ").decode(errors="replace")[:160]))
+    return found
