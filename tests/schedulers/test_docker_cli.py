@@ -458,6 +458,7 @@ def test_list_status_and_cancel_from_another_process(env: Env, docker_cleanup: A
     assert table.returncode == OK, table.stderr
     assert re.findall(rf"^sleeper +(\d) +RUNNING .*{app}-sleeper-\1\b", table.stdout, re.MULTILINE) == ["0", "1", "2"]
 
+    waiter = env.popen("wait", handle)  # a cancel removes the app: wait must end, not poll forever
     started = time.monotonic()
     r = other.run("cancel", handle)
     assert r.returncode == OK, r.stderr
@@ -466,6 +467,10 @@ def test_list_status_and_cancel_from_another_process(env: Env, docker_cleanup: A
     assert networks(docker_cleanup, app) == []
     r = env.run("status", handle)
     assert r.returncode == USAGE and app in r.stderr, r.stderr
+    out, err = communicate(waiter, 30)
+    # it saw the stopped containers (renamed NAME.cancelled), or found the app already removed
+    assert waiter.returncode == 5 and out.strip() == "CANCELLED", (out, err)
+    assert "cancelled" in err, err
 
 
 def test_cancel_during_application_retries_leaves_nothing(env: Env, docker_cleanup: Any) -> None:

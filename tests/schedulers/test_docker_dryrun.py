@@ -139,6 +139,31 @@ def test_refuses_what_docker_cannot_run(bad: specs.AppDef, message: str) -> None
         job(bad)
 
 
+def test_default_bridge_is_refused_where_replicas_must_find_rank0() -> None:
+    with pytest.raises(ValueError, match="default bridge network"):
+        job(specs.AppDef("app", roles=[role(num_replicas=2)]), network="bridge")
+    one = job(specs.AppDef("app", roles=[role()]), network="bridge").containers[0]
+    assert one.env["TORCHSPEC_RANK0_HOST"] == "localhost" and "network alias" not in str(one.describe_lines())
+
+
+def test_stop_timeout_zero_is_kept_and_negative_refused() -> None:
+    assert job(specs.AppDef("app", roles=[role()]), stop_timeout=0).containers[0].stop_timeout == 0
+    with pytest.raises(ValueError, match="stop_timeout must be 0 or more"):
+        job(specs.AppDef("app", roles=[role()]), stop_timeout=-1)
+
+
+@pytest.mark.parametrize("metadata, capabilities, message", [
+    ({"docker.working_dir": {"a": "b"}}, {}, "must be an absolute path"),
+    ({"docker.working_dir": "relative"}, {}, "must be an absolute path"),
+    ({}, {"docker.gpu_device_ids": {"x": 1}}, "comma-separated GPU ids"),
+])
+def test_metadata_and_capabilities_of_the_wrong_type_are_refused(metadata: dict, capabilities: dict,
+                                                                  message: str) -> None:
+    r = role(metadata=metadata, resource=specs.Resource(1, 1, 64, capabilities=capabilities))
+    with pytest.raises(ValueError, match=message):
+        job(specs.AppDef("app", roles=[r]))
+
+
 def test_bad_pull_policy_is_refused() -> None:
     with pytest.raises(ValueError, match="pull must be one of"):
         job(specs.AppDef("app", roles=[role()]), pull="sometimes")

@@ -210,7 +210,8 @@ def delete(handle: str) -> int:
     network (volumes are never removed); on local, the app's folder.
 
     Exit codes: 0 ok, 2 malformed or unknown handle, unknown scheduler, or a
-    scheduler that cannot delete apps.
+    scheduler that cannot delete apps, 6 the scheduler's backend cannot be
+    reached or could not stop the app.
     """
     with open_runner() as runner:
         require_status(runner, handle)

@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "logs": ("torchspec.cli.logs_cmd", "logs", "Print (or follow) an app's logs, prefixed with role/replica."),
     "wait": ("torchspec.cli.wait_cmd", "wait", "Wait for an app to end; the exit code says how it ended."),
     "cancel": ("torchspec.cli.apps_cmd", "cancel", "Cancel an app and everything it started."),
-    "delete": ("torchspec.cli.apps_cmd", "delete", "Remove an app and what the scheduler keeps of it (docker)."),
+    "delete": ("torchspec.cli.apps_cmd", "delete", "Remove an app and what the scheduler keeps of it (logs too)."),
     "list": ("torchspec.cli.apps_cmd", "list_apps", "List the apps a scheduler knows about."),
     "describe": ("torchspec.cli.apps_cmd", "describe", "Show the AppDef an app was submitted with."),
     "runopts": ("torchspec.cli.info_cmd", "runopts", "Print the run options (-c) of the schedulers."),

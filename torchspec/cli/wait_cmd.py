@@ -55,12 +55,19 @@ def watch(runner: "Runner", handle: str, timeout: float | None = None, out: Text
 
 
 def _poll(runner: "Runner", handle: str, previous: "AppStatus") -> "AppStatus":
-    """The next status; an app that vanished mid-wait (purged) keeps its last known status as UNKNOWN."""
+    """The next status.
+
+    An app that vanished while we watched was removed on purpose: ``cancel``
+    on docker and kubernetes removes what it stopped, ``delete`` removes any
+    app. Waiting on would never end, so it counts as CANCELLED, and the
+    message says why.
+    """
     status = runner.status(handle)
     if status is None:
         from torchspec.specs import AppState, AppStatus
 
-        return AppStatus(AppState.UNKNOWN, previous.num_restarts, msg="the scheduler lost track of the app")
+        return AppStatus(AppState.CANCELLED, previous.num_restarts,
+                         msg="the app no longer exists: it was cancelled or deleted, and the scheduler removed it")
     return status
 
 
@@ -111,14 +118,17 @@ def wait(handle: str, timeout: float | None) -> int:
     printed on stdout.
 
     Exit codes: 0 the app SUCCEEDED, 2 malformed or unknown handle or unknown
-    scheduler, 4 the app FAILED, 5 the app was CANCELLED, 124 --timeout
-    passed first.
+    scheduler, 4 the app FAILED, 5 the app was CANCELLED (or removed while
+    waiting: a cancel on docker or kubernetes removes the app), 6 the
+    scheduler's backend cannot be reached, 124 --timeout passed first.
     """
     with open_runner() as runner:
         status, ended = watch(runner, handle, timeout)
     if not ended:
         print(f"timed out after {timeout:g}s; {handle} is still {status.state}", file=sys.stderr)
         return EXIT_TIMEOUT
+    if status.msg and str(status.state) != "SUCCEEDED":
+        print(f"{handle}: {status.msg}", file=sys.stderr)
     click.echo(str(status.state))
     return app_exit_code(status.state)
 

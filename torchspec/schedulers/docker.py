@@ -30,6 +30,7 @@ translator (AppDef -> request), the options, the scheduler class,
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import io
@@ -216,8 +217,10 @@ class DockerContainer:
 
         lines = [f"  {self.name}:", f"    image:      {self.image}"]
         lines.append(f"    command:    {shlex.join(self.entrypoint + self.command)}")
-        if self.hostname:
+        if self.hostname and self.network not in BUILTIN_NETWORKS:
             lines.append(f"    hostname:   {self.hostname} (network alias on {self.network})")
+        elif self.hostname:
+            lines.append(f"    hostname:   {self.hostname}")
         lines.append(f"    network:    {self.network}")
         if self.working_dir:
             lines.append(f"    workdir:    {self.working_dir}")
@@ -344,10 +347,21 @@ def _mounts(role: Role, cwd: str) -> Tuple[List[str], List[str], List[str]]:
     return binds, volumes, devices
 
 
+def _stop_timeout(cfg: Mapping[str, CfgVal]) -> int:
+    value = cfg.get("stop_timeout")
+    seconds = DEFAULT_STOP_TIMEOUT_S if value is None else int(value)  # type: ignore[arg-type]
+    if seconds < 0:
+        raise ValueError(f"stop_timeout must be 0 or more seconds, not {seconds}")
+    return seconds
+
+
 def _gpu_device_ids(role: Role) -> List[str]:
     value = role.resource.capabilities.get(CAP_GPU_DEVICE_IDS)
     if value is None:
         return []
+    if not isinstance(value, (str, int, list, tuple)):
+        raise ValueError(f"role {role.name!r}: capability {CAP_GPU_DEVICE_IDS} must be a list or"
+                         f" comma-separated GPU ids such as \"0,2\", not {value!r}")
     items = value if isinstance(value, (list, tuple)) else str(value).split(",")
     return [str(item).strip() for item in items if str(item).strip()]
 
@@ -371,7 +385,14 @@ def role_to_containers(
 
     role_json = json.dumps(dump_app(AppDef(name=app_id, roles=[role]))["roles"][0], separators=(",", ":"))
     binds, volumes, devices = _mounts(role, cwd)
-    per_container_hosts = network not in ("host", "none")
+    # only user-defined networks resolve container names; on host and none every replica is "localhost"
+    per_container_hosts = network not in BUILTIN_NETWORKS
+    if network == "bridge" and role.num_replicas > 1:
+        raise ValueError(
+            f"role {role.name!r} has {role.num_replicas} replicas, but on Docker's default bridge network"
+            f" containers cannot find each other by name, so replicas could not reach rank 0: leave the"
+            f" network run option unset (a network per app) or name a user-defined network"
+        )
     rank0_host = container_name(app_id, role.name, 0) if per_container_hosts else LOCALHOST
     host_env = copied_env(cfg.get("copy_env") or [], environ)  # type: ignore[arg-type]
     raw_env = cfg.get("env")
@@ -402,6 +423,8 @@ def role_to_containers(
             LABEL_ROLE: role_json,
         }
         workdir = filled.metadata.get(META_WORKDIR)
+        if workdir is not None and not (isinstance(workdir, str) and workdir.startswith("/")):
+            raise ValueError(f"role {role.name!r}: metadata {META_WORKDIR} must be an absolute path, not {workdir!r}")
         containers.append(
             DockerContainer(
                 name=name,
@@ -413,7 +436,7 @@ def role_to_containers(
                 env=env,
                 labels=labels,
                 network=network,
-                hostname=name if per_container_hosts else None,
+                hostname=name if network != "host" else None,
                 working_dir=str(workdir) if workdir else None,
                 binds=binds,
                 volumes=volumes,
@@ -427,7 +450,7 @@ def role_to_containers(
                 publish_host_ip=str(cfg.get("publish_host_ip") or "127.0.0.1") if publish else None,
                 privileged=bool(cfg.get("privileged")),
                 restart_max=role.max_retries if retry == RetryPolicy.REPLICA else 0,
-                stop_timeout=int(cfg.get("stop_timeout") or DEFAULT_STOP_TIMEOUT_S),
+                stop_timeout=_stop_timeout(cfg),
                 host_env=[key for key in host_env if env.get(key) == host_env[key]],
             )
         )
@@ -951,6 +974,8 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         client = self.client()
         self._stop_all(client, app_id)
         self._remove_all(client, app_id)
+        with contextlib.suppress(OSError):
+            os.remove(_watcher_log(app_id))
 
     def _stop_all(self, client: "docker.DockerClient", app_id: str, also: Iterable[ContainerView] = ()) -> None:
         """Mark (rename) and stop every live container of the app, and those in ``also``.
@@ -1297,13 +1322,18 @@ def _in_parallel(fn: Callable[[Any], Any], items: List[Any]) -> None:
         list(pool.map(fn, items))
 
 
-def _start_watcher(app_id: str) -> None:
-    """Start the detached process that does APPLICATION/ROLE retries and stops an app that failed for good."""
+def _watcher_log(app_id: str) -> str:
+    """Where the watcher of ``app_id`` writes what it does (under the state folder, as local apps)."""
     from torchspec.schedulers.local_state import default_state_dir
 
-    log_dir = os.path.join(default_state_dir(), "docker")
-    os.makedirs(log_dir, exist_ok=True)
-    with open(os.path.join(log_dir, f"{app_id}.watcher.log"), "ab") as log:
+    return os.path.join(default_state_dir(), "docker", f"{app_id}.watcher.log")
+
+
+def _start_watcher(app_id: str) -> None:
+    """Start the detached process that does APPLICATION/ROLE retries and stops an app that failed for good."""
+    log_path = _watcher_log(app_id)
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    with open(log_path, "ab") as log:
         subprocess.Popen(
             [sys.executable, "-m", "torchspec.schedulers.docker_watcher", app_id],
             stdin=subprocess.DEVNULL,

@@ -77,16 +77,32 @@ def restart(client: "docker.DockerClient", group: List[ContainerView]) -> None:
     the restart ends there if it was cancelled (cancel removes what exists).
     """
     _in_parallel(lambda c: _stop(client, c.id), [c for c in group if c.status in _LIVE_STATUSES])
-    created = []
+    created: List[str] = []
     for c in group:
         attrs = client.api.inspect_container(c.id)
         if str(attrs.get("Name", "")).endswith(CANCELLED_SUFFIX):
             logger.info("%s was cancelled during the restart; stopping", c.name)
+            _remove(client, created)
             return
         client.api.rename(c.id, f"{c.name}{ATTEMPT_SUFFIX}{c.attempt}")
         created.append(client.api.create_container_from_config(next_attempt(attrs, c.attempt + 1), name=c.name)["Id"])
-    for container_id in created:
-        client.api.start(container_id)
+    # a cancel that came between our inspect and our rename lost its mark, or already removed the old
+    # containers: look once more before starting anything
+    view = read_app(client, group[0].labels.get(LABEL_APP_ID, ""))
+    ids = {v.id for v in view.containers}
+    if any(v.cancelled for v in view.containers) or any(c.id not in ids for c in group):
+        logger.info("the app was cancelled during the restart; removing the new containers")
+        _remove(client, created)
+        return
+    _in_parallel(client.api.start, created)
+
+
+def _remove(client: "docker.DockerClient", container_ids: List[str]) -> None:
+    for container_id in container_ids:
+        try:
+            client.api.remove_container(container_id, force=True)
+        except Exception as e:  # noqa: BLE001 - best effort: cancel removes what is left
+            logger.warning("cannot remove %s: %s", container_id[:12], e)
 
 
 def next_attempt(attrs: Dict[str, Any], attempt: int) -> Dict[str, Any]:

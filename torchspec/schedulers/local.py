@@ -713,7 +713,10 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
                 break
             time.sleep(0.1)
         else:
-            raise RuntimeError(f"app {app_id} did not stop in time; its folder {app_dir} is kept")
+            from torchspec.errors import BackendError
+
+            raise BackendError(f"app {app_id} did not stop in time; its folder {app_dir} is kept",
+                               f"try again, or look at {os.path.join(app_dir, SUPERVISOR_LOG)}")
         link = os.path.join(self.state_dir, APPS, app_id)
         if os.path.islink(link):
             os.unlink(link)
