@@ -15,12 +15,15 @@ from torchspec.cli.options import param_options, parse_params
 @click.option("-o", "--output", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
               help="Output format.")
 @click.option("--show-env", is_flag=True, help="List (on stderr) the environment variables the templates read.")
+@click.option("--reveal-env", is_flag=True,
+              help="Print the values env() read as they are (they are hidden by default: they may be secrets).")
 @param_options
-def render(file: str, fmt: str, show_env: bool, params: tuple[str, ...], params_file: str | None,
+def render(file: str, fmt: str, show_env: bool, reveal_env: bool, params: tuple[str, ...], params_file: str | None,
            template_paths: tuple[str, ...]) -> int:
     """Print the materialised AppDef(s) of FILE after params and templates.
 
     Runtime macros such as ${app_id} stay as they are: schedulers fill them in.
+    Values read with env() show as <value from env(NAME)> unless --reveal-env.
     """
     from torchspec.cli import console
     from torchspec.loader import LoadOptions, load_file
@@ -34,12 +37,15 @@ def render(file: str, fmt: str, show_env: bool, params: tuple[str, ...], params_
     if not loaded.ok:
         return 1
     apps = [dump_app(d.app) for d in loaded.documents if d.app is not None]
+    from torchspec.loader.template import redact_env
+
     if fmt == "json":
-        click.echo(json.dumps(apps[0] if len(apps) == 1 else apps, indent=2))
+        text = json.dumps(apps[0] if len(apps) == 1 else apps, indent=2)
     else:
         import yaml
 
-        click.echo(yaml.safe_dump_all(apps, sort_keys=False, default_flow_style=False, width=1000).rstrip())
+        text = yaml.safe_dump_all(apps, sort_keys=False, default_flow_style=False, width=1000).rstrip()
+    click.echo(text if reveal_env else redact_env(text))
     if show_env:
         names = sorted({n for d in loaded.documents for n in d.env_read})
         print("environment variables read: " + (", ".join(names) if names else "none"), file=sys.stderr)

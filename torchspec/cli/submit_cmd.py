@@ -142,12 +142,15 @@ def submit(component: str, scheduler: str | None, cfg: str | None, params: tuple
 
 @click.command()
 @submission_options
+@click.option("--reveal-env", is_flag=True,
+              help="Print the values env() read as they are (they are hidden by default: they may be secrets).")
 def dryrun(component: str, scheduler: str | None, cfg: str | None, params: tuple[str, ...],
-           params_file: str | None, workspace: str | None) -> int:
+           params_file: str | None, workspace: str | None, reveal_env: bool) -> int:
     """Print exactly what `torchspec submit` would send to the scheduler, without sending it.
 
     The output is the scheduler's request (the AppDryRunInfo), highlighted
-    only on a terminal. With --workspace the image is built (as submit
+    only on a terminal. Values read with env() show as <value from env(NAME)>
+    unless --reveal-env; variables copied by a scheduler's copy_env are never shown. With --workspace the image is built (as submit
     would), so the request names the image that would run.
 
     Exit codes: 0 ok, 1 spec error, 2 usage error (unknown scheduler or
@@ -160,7 +163,10 @@ def dryrun(component: str, scheduler: str | None, cfg: str | None, params: tuple
         with _submission(name), _build_progress(workspace):
             info = runner.dryrun_component(component, parse_params(params), name, run_cfg, workspace=workspace,
                                            params_file=params_file)
-    console.highlighted(str(info), "yaml")
+    from torchspec.loader.template import redact_env
+
+    text = str(info)
+    console.highlighted(text if reveal_env else redact_env(text), "yaml")
     return EXIT_OK
 
 

@@ -43,6 +43,24 @@ def is_template(value: str) -> bool:
     return "{{" in value or "{%" in value or "{#" in value
 
 
+#: Every variable an ``env()`` call read in this process, so that what the CLI prints (render, dryrun) can
+#: hide their values: a spec from a pull request must not print CI secrets into a log.
+ENV_READ: set[str] = set()
+
+
+def redact_env(text: str) -> str:
+    """``text`` with the value of every variable ``env()`` read in this process replaced by ``<value from env(NAME)>``.
+
+    Values shorter than 3 characters are left (they would blank out digits
+    and words everywhere, and are no secrets).
+    """
+    values = sorted(((os.environ[n], n) for n in ENV_READ if len(os.environ.get(n, "")) >= 3),
+                    key=lambda pair: len(pair[0]), reverse=True)
+    for value, name in values:
+        text = text.replace(value, f"<value from env({name})>")
+    return text
+
+
 class RenderError(Exception):
     """A template failed; ``line`` is the 1-based line inside the value, where known."""
 
@@ -199,6 +217,7 @@ class Renderer:
             raise RenderError("TS404", "env() takes the variable name as a string")
         if name not in self.env_read:
             self.env_read.append(name)
+        ENV_READ.add(name)
         value = os.environ.get(name)
         if value is None:
             if default is _MISSING:
