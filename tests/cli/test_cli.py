@@ -147,8 +147,10 @@ def test_render_errors_and_env_report(tmp_path) -> None:
     r = run("render", str(spec))
     assert r.returncode == 1 and "TS302" in r.stderr and "how many" in r.stderr
     r = run("render", str(spec), "-p", "n=2", "--show-env", env={"TS_USER": "s3cret-value"})
+    assert r.returncode == 0 and "name: <value from env(TS_USER)>" in r.stdout, r.stdout
+    assert "TS_USER" in r.stderr and "s3cret-value" not in r.stdout + r.stderr
+    r = run("render", str(spec), "-p", "n=2", "--reveal-env", env={"TS_USER": "s3cret-value"})
     assert r.returncode == 0 and "name: s3cret-value" in r.stdout
-    assert "TS_USER" in r.stderr and "s3cret-value" not in r.stderr
 
 
 def test_schema_command() -> None:

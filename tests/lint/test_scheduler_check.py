@@ -147,11 +147,29 @@ def test_manifest_problem_without_a_patch_is_at_the_roles_line(tmp_path) -> None
 
 @pytest.mark.parametrize("flavor, kind", [("jobset", "JobSet"), ("volcano", "Job")])
 def test_object_level_crd_problem_is_at_the_top_of_the_document(tmp_path, flavor: str, kind: str) -> None:
+    import yaml
+
+    # a stricter copy of the CRD (a cluster's admission rules, say): ttlSecondsAfterFinished of at least 100
+    crd = yaml.load(pathlib.Path(CRD_FILES[flavor][0]).read_text(), Loader=yaml.CSafeLoader)
+
+    def stricter(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("ttlSecondsAfterFinished"), dict):
+                node["ttlSecondsAfterFinished"]["minimum"] = 100
+            for value in node.values():
+                stricter(value)
+        elif isinstance(node, list):
+            for value in node:
+                stricter(value)
+
+    stricter(crd)
+    strict_crd = tmp_path / "crd.yaml"
+    strict_crd.write_text(yaml.safe_dump(crd))
     result, path = lint(tmp_path, "# a comment\nname: ttl\nroles: [{name: r, image: i, entrypoint: e}]\n",
-                        scheduler="kubernetes", scheduler_cfg=f"flavor={flavor},ttl=-5", crd_paths=CRD_FILES[flavor])
+                        scheduler="kubernetes", scheduler_cfg=f"flavor={flavor},ttl=5", crd_paths=(str(strict_crd),))
     d, = result.diagnostics
     assert (d.code, d.line, d.path) == ("TS602", 2, "")
-    assert d.message == f"the CRD schema rejects the {kind}: spec.ttlSecondsAfterFinished: -5 is less than the minimum of 0"
+    assert d.message == f"the CRD schema rejects the {kind}: spec.ttlSecondsAfterFinished: 5 is less than the minimum of 100"
 
 
 def test_jobset_is_checked_against_the_bundled_crd_without_crd(tmp_path) -> None:

@@ -10,7 +10,10 @@ the Job/JobSet/Volcano status.
 from __future__ import annotations
 
 import copy
+import json
 import pathlib
+import re
+import subprocess
 import sys
 import threading
 import time
@@ -70,7 +73,27 @@ def make_app(name: str = "demo", **trainer: Any) -> specs.AppDef:
 
 
 def name_of(app_id: str) -> str:
-    return app_id.split(":", 1)[1]
+    """NAME of ``[CONTEXT:]NAMESPACE:NAME``."""
+    return app_id.rsplit(":", 1)[1]
+
+
+def kubelet_env(pod_spec: Dict[str, Any], namespace: str) -> Dict[str, str]:
+    """The container's env as the kubelet hands it over: ``metadata.namespace`` filled in from the downward
+    API, ``$(VAR)`` expanded from the variables before it, ``$$`` a literal ``$`` (other fieldRefs are left out)."""
+    env: Dict[str, str] = {}
+    for var in pod_spec["containers"][0]["env"]:
+        if "value" in var:
+            env[var["name"]] = re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                                      lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)),
+                                      var["value"])
+        elif var["valueFrom"].get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
+            env[var["name"]] = namespace
+    return env
+
+
+def torchspec(*argv: str) -> "subprocess.CompletedProcess[str]":
+    """The CLI, in a new process (it finds the fake cluster through KUBECONFIG, as a user's shell would)."""
+    return subprocess.run([sys.executable, "-m", "torchspec", *argv], capture_output=True, text=True, timeout=120)
 
 
 def job_pods(srv: FakeApiServer, app_id: str, role: str, attempt: str = "a") -> List[str]:
@@ -126,8 +149,9 @@ def test_submit_creates_the_service_then_a_job_per_role(sched: KubernetesSchedul
     assert set(jobs) == {f"{name}-trainer", f"{name}-reader"}
     trainer = jobs[f"{name}-trainer"]
     assert trainer["spec"]["completionMode"] == "Indexed" and trainer["spec"]["parallelism"] == 2
-    env = {e["name"]: e.get("value") for e in trainer["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["TORCHSPEC_JOB_ID"] == f"kubernetes://test/{name}"
+    env = kubelet_env(trainer["spec"]["template"]["spec"], NS)
+    assert env["TORCHSPEC_JOB_ID"] == f"kubernetes://test/{app_id}"  # the handle, namespace included
+    assert env["TORCHSPEC_APP_ID"] == app_id
     posts = [r.path for r in apiserver.requests if r.verb == "POST"]
     assert posts == [f"/api/v1/namespaces/{NS}/services"] + [f"/apis/batch/v1/namespaces/{NS}/jobs"] * 2
 
@@ -388,8 +412,9 @@ def test_context_and_namespace_come_from_the_kubeconfig(apiserver: FakeApiServer
     scheduler = KubernetesScheduler("test")
     try:
         app_id = scheduler.submit(make_app(), {"context": "lab"})
-        assert app_id.startswith("team:")
-        assert [a.app_id for a in scheduler.list()] == [app_id]
+        assert app_id == f"lab:team:{name_of(app_id)}"
+        # list knows no context (the cluster does not): ids in the current one, the same app
+        assert [a.app_id for a in scheduler.list()] == [f"team:{name_of(app_id)}"]
         with pytest.raises(BackendError, match="kubeconfig|context"):
             scheduler.submit(make_app(), {"context": "missing"})
     finally:
@@ -397,6 +422,61 @@ def test_context_and_namespace_come_from_the_kubeconfig(apiserver: FakeApiServer
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "does-not-exist"))
     with pytest.raises(BackendError):
         KubernetesScheduler("test").list()
+
+
+def two_contexts(lab: FakeApiServer, elsewhere: FakeApiServer, path: pathlib.Path) -> str:
+    """A kubeconfig whose current context, ``elsewhere``, is another cluster than the ``lab`` context's."""
+    configs = [json.loads(pathlib.Path(server.write_kubeconfig(path.with_suffix(f".{name}"), context=name)).read_text())
+               for server, name in ((lab, "lab"), (elsewhere, "elsewhere"))]
+    merged = {**configs[1], **{key: configs[0][key] + configs[1][key] for key in ("clusters", "users", "contexts")}}
+    path.write_text(json.dumps(merged))
+    return str(path)
+
+
+def test_an_app_submitted_through_another_context_is_reached_through_its_id(
+        apiserver: FakeApiServer, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeApiServer() as elsewhere:
+        monkeypatch.setenv("KUBECONFIG", two_contexts(apiserver, elsewhere, tmp_path / "kubeconfig"))
+        submitter = KubernetesScheduler("test")
+        app_id = submitter.submit(make_app(), {"context": "lab"})
+        submitter.close()
+        name = name_of(app_id)
+        assert app_id == f"lab:{NS}:{name}"
+        fresh = KubernetesScheduler("test")  # as a later `torchspec status` is: in the current context
+        try:
+            assert fresh.describe(f"{NS}:{name}") is None  # the current context is another cluster
+            desc = fresh.describe(app_id)
+            assert desc is not None and desc.app_id == app_id and desc.metadata["context"] == "lab"
+            t0, _ = job_pods(apiserver, app_id, "trainer")
+            apiserver.set_pod_phase(NS, t0, "Running")
+            apiserver.append_log(NS, t0, "hello\n")
+            assert list(fresh.log_iter(app_id, "trainer", 0)) == ["hello\n"]
+            # the pod's TORCHSPEC_JOB_ID is the handle the CLI reaches the app with
+            job = apiserver.get("batch/v1", "jobs", NS, f"{name}-trainer")
+            assert job is not None
+            handle = kubelet_env(job["spec"]["template"]["spec"], NS)["TORCHSPEC_JOB_ID"]
+            assert handle == f"kubernetes://test/{app_id}"
+            status = torchspec("status", "--json", handle)
+            assert status.returncode == 0, status.stderr
+            assert json.loads(status.stdout)["state"] == "RUNNING"
+            assert torchspec("cancel", handle).returncode == 0
+            assert apiserver.objects("batch/v1", "jobs", NS) == [] and apiserver.pods(NS) == []
+            assert fresh.describe(app_id) is None
+            assert not [r for r in elsewhere.requests if r.verb in ("POST", "DELETE")]
+        finally:
+            fresh.close()
+
+
+def test_an_id_no_app_can_have_is_an_unknown_app(sched: KubernetesScheduler, apiserver: FakeApiServer,
+                                                 kubeconfig: str) -> None:
+    for app_id in ("default:x=y", "Bad_NS:demo", ":default:demo"):
+        assert sched.describe(app_id) is None and not sched.exists(app_id)
+        sched.cancel(app_id)  # a no-op
+        with pytest.raises(ValueError, match="unknown app"):
+            sched.log_iter(app_id, "trainer", 0)
+    assert apiserver.requests == []  # not even asked: a label selector of "x=y" is an API error
+    out = torchspec("status", "kubernetes://s/default:x=y")
+    assert out.returncode == 2 and "unknown app" in out.stderr
 
 
 # ----------------------------------------------------------------------------

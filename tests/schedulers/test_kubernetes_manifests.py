@@ -22,12 +22,14 @@ from torchspec.loader import load_apps
 from torchspec.schedulers.kubernetes import (
     BUNDLED_CRDS,
     FLAVORS,
+    AppRef,
     KubernetesRequest,
     KubernetesScheduler,
     crd_schema,
     merge_patch,
     validate_manifests,
 )
+from torchspec.specs.handles import make_app_handle, parse_app_handle
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
@@ -201,7 +203,8 @@ def test_job_flavor_is_indexed_jobs_and_a_headless_service() -> None:
     assert env["TORCHSPEC_REPLICA_ID"] == "$(JOB_COMPLETION_INDEX)"
     assert env["TORCHSPEC_RANK0_HOST"] == f"{app_id}-trainer-0.{app_id}"
     assert env_of(container(ps))["TORCHSPEC_RANK0_HOST"] == f"{app_id}-param-server-0.{app_id}"
-    assert env["TORCHSPEC_NUM_REPLICAS"] == "3" and env["TORCHSPEC_APP_ID"] == app_id
+    assert env["TORCHSPEC_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert env["TORCHSPEC_NUM_REPLICAS"] == "3" and env["TORCHSPEC_APP_ID"] == f"$(TORCHSPEC_NAMESPACE):{app_id}"
     roles = json.loads(trainer["metadata"]["annotations"]["torchspec.dev/role"])
     assert roles["name"] == "trainer" and roles["num_replicas"] == 3
 
@@ -211,15 +214,63 @@ def test_macros_become_kubernetes_references() -> None:
              env={"RANK": "${replica_id}", "JOB": "kubernetes://s/${app_id}", "RAW": "$(HOME)"})
     request = render(app_of(r))
     c = container(request.objects[1])
-    assert c["args"] == ["--rank=$(TORCHSPEC_REPLICA_ID)", f"--id={request.app_id}", "--master=${TORCHSPEC_RANK0_HOST}",
+    # ${app_id} is the id the handle carries, NAMESPACE:NAME, the namespace the pod's own
+    full_id = f"$(TORCHSPEC_NAMESPACE):{request.app_id}"
+    assert c["args"] == ["--rank=$(TORCHSPEC_REPLICA_ID)", f"--id={full_id}", "--master=${TORCHSPEC_RANK0_HOST}",
                          "$$(date)", "$x"]
     env = env_of(c)
     assert env["RANK"] == "$(TORCHSPEC_REPLICA_ID)"
-    assert env["JOB"] == f"kubernetes://s/{request.app_id}"
+    assert env["JOB"] == f"kubernetes://s/{full_id}"
     assert env["RAW"] == "$$(HOME)"
     names = [e["name"] for e in c["env"]]
     assert names.index("TORCHSPEC_REPLICA_ID") < names.index("RANK")  # $(VAR) sees only earlier variables
+    assert names.index("TORCHSPEC_NAMESPACE") < min(names.index("JOB"), names.index("TORCHSPEC_APP_ID"))
     assert c["command"] == ["python"]
+
+
+def test_the_app_id_macro_carries_the_context_as_the_handle_does() -> None:
+    context = "arn:aws:eks:us-west-2:123456789012:cluster/prod"  # colons and a slash, as EKS names them
+    r = role(args=["--id=${app_id}"], env={"TORCHSPEC_JOB_ID": "kubernetes://s/${app_id}"},
+             metadata={"kubernetes.pod_patch": {"metadata": {"labels": {"run": "${app_id}"}}}})
+    request = render(app_of(r), context=context)
+    name = request.app_id
+    job = request.objects[1]
+    c = container(job)
+    full_id = f"arn:aws:eks:us-west-2:123456789012:cluster%2Fprod:$(TORCHSPEC_NAMESPACE):{name}"
+    assert c["args"] == [f"--id={full_id}"] and env_of(c)["TORCHSPEC_APP_ID"] == full_id
+    # what the pod sees once the kubelet filled in its namespace is a handle that names the app
+    handle = env_of(c)["TORCHSPEC_JOB_ID"].replace("$(TORCHSPEC_NAMESPACE)", "ml")
+    assert AppRef.parse(parse_app_handle(handle).app_id) == AppRef(name=name, namespace="ml", context=context)
+    # labels cannot expand $(...): in the pod patch ${app_id} stays the app's name
+    assert pod_templates(job)[0]["metadata"]["labels"]["run"] == name
+    assert validate_manifests(request.objects, [OLDEST, NEWEST]) == []
+    odd = container(objs(app_of(role(args=["${app_id}"])), context="a$(b)")[1])["args"][0]
+    assert odd.startswith("a$$(b):$(TORCHSPEC_NAMESPACE):")  # a $( in the context stays literal
+
+
+@pytest.mark.parametrize("app_id, ref", [
+    ("demo-1", AppRef("demo-1")),
+    ("ml:demo-1", AppRef("demo-1", "ml")),
+    ("lab:ml:demo-1", AppRef("demo-1", "ml", "lab")),
+    ("lab::demo-1", AppRef("demo-1", None, "lab")),
+    ("arn:aws:eks:eu-west-1:1:cluster%2Fprod:ml:demo-1", AppRef("demo-1", "ml", "arn:aws:eks:eu-west-1:1:cluster/prod")),
+    ("default:x=y", None),
+    ("Bad_NS:demo-1", None),
+    (":ml:demo-1", None),
+    ("ml:", None),
+    ("", None),
+])
+def test_app_ids_are_split_from_the_right_and_refused_when_no_app_can_have_them(app_id: str, ref: Any) -> None:
+    assert AppRef.parse(app_id) == ref
+    if ref is not None:
+        assert str(ref) == app_id
+
+
+@pytest.mark.parametrize("context", ["lab", "arn:aws:eks:us-west-2:1:cluster/prod", "50%/x", "gke_proj_zone_c"])
+def test_app_ids_with_a_context_survive_the_handle(context: str) -> None:
+    app_id = str(AppRef("demo-1", "ml", context))
+    parsed = parse_app_handle(make_app_handle("kubernetes", "session", app_id))
+    assert parsed.session_name == "session" and AppRef.parse(parsed.app_id) == AppRef("demo-1", "ml", context)
 
 
 def test_torchspec_variables_win_over_the_role_env() -> None:
@@ -291,6 +342,66 @@ def test_run_options() -> None:
         assert validate_manifests([obj], [OLDEST, NEWEST], CRDS) == []
     with pytest.raises(ValueError, match="flavor"):
         objs(app_of(role()), flavor="pytorchjob")
+
+
+@pytest.mark.parametrize("cfg, message", [
+    (dict(namespace="Bad_NS"), "run option namespace='Bad_NS' is not a namespace name"),
+    (dict(namespace="a" * 64), "run option namespace="),
+    (dict(ttl=-1), "run option ttl=-1"),
+    (dict(shm_size="lots"), "run option shm_size='lots' is not a Kubernetes quantity"),
+    (dict(shm_size="-1Gi"), "run option shm_size"),
+    (dict(service_account="Trainer SA"), "run option service_account"),
+    (dict(priority_class="high!"), "run option priority_class"),
+    (dict(queue="team a"), "run option queue"),
+    (dict(queue="x" * 64), "run option queue"),
+    (dict(image_pull_secrets=["regcred", '{"auths":{"ghcr.io":{"auth":"c2VjcmV0"}}}']),
+     "run option image_pull_secrets: item 2 is no Secret name"),
+])
+def test_run_options_are_checked(cfg: Dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        objs(app_of(role()), **cfg)
+    assert message in str(raised.value)
+    assert "c2VjcmV0" not in str(raised.value)  # a credential pasted by mistake is not echoed
+
+
+def test_valid_run_options_pass() -> None:
+    for shm_size in ("2Gi", "512M", "1.5G", "1e9", "100"):
+        assert objs(app_of(role()), shm_size=shm_size, ttl=0, namespace="ml-1", queue="team-a.gpu")
+
+
+@pytest.mark.parametrize("capabilities, message", [
+    ({"kubernetes.gpu_resource": {"x": 1}}, "capability 'kubernetes.gpu_resource' must name an extended resource"),
+    ({"kubernetes.gpu_resource": "AMD GPU"}, "capability 'kubernetes.gpu_resource' must name"),
+    ({"kubernetes.gpu_resourse": "amd.com/gpu"}, "capability 'kubernetes.gpu_resourse' is not one"),
+    ({"node.kubernetes.io/instance-type": {"x": 1}}, "capability 'node.kubernetes.io/instance-type' is a node label"),
+    ({"node.kubernetes.io/instance-type": True}, "is a node label"),
+    ({"node.kubernetes.io/instance-type": "p4d 24xlarge"}, "is a node label"),
+    ({"Bad Prefix/type": "x"}, "not a valid one"),
+])
+def test_capabilities_of_the_wrong_type_or_shape_are_refused(capabilities: Dict[str, Any], message: str) -> None:
+    resource = specs.Resource(cpu=1, gpu=1, memMB=128, capabilities=capabilities)
+    with pytest.raises(ValueError, match="role 'trainer': ") as raised:
+        objs(app_of(role(resource=resource)))
+    assert message in str(raised.value)
+
+
+def test_other_schedulers_capabilities_are_left_alone() -> None:
+    resource = specs.Resource(cpu=1, gpu=1, memMB=128, capabilities={
+        "slurm.gres": "gpu:a100:1", "docker.gpu_device_ids": [0], "node.kubernetes.io/instance-type": 4})
+    pod = pod_templates(objs(app_of(role(resource=resource)))[1])[0]
+    assert pod["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": "4"}
+
+
+@pytest.mark.parametrize("argv", [
+    ["dryrun", "-s", "kubernetes", "-c", "namespace=Bad_NS"],
+    ["dryrun", "-s", "kubernetes", "-c", "ttl=-1"],
+    ["lint", "--scheduler", "kubernetes", "-c", "shm_size=lots"],
+])
+def test_the_cli_calls_a_bad_run_option_a_usage_error(argv: List[str]) -> None:
+    out = subprocess.run([sys.executable, "-m", "torchspec", *argv, str(ROOT / "examples" / "hello.yaml")],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2, out.stderr
+    assert argv[-1].split("=")[0] in out.stderr
 
 
 def test_role_names_that_collide_on_kubernetes_are_refused() -> None:

@@ -91,3 +91,61 @@ def test_cli_dryrun_is_a_script_sbatch_accepts(slurm_jobs, tmp_path) -> None:
     (tmp_path / "job.sbatch").write_text(r.stdout)
     test = subprocess.run(["sbatch", "--test-only", str(tmp_path / "job.sbatch")], capture_output=True, text=True)
     assert test.returncode == 0, test.stderr
+
+
+def test_cli_values_cannot_add_lines_to_the_script(tmp_path) -> None:
+    """The reviewer's repros: a newline in the spec's name or in a run option never reaches bash as a command."""
+    path = spec(tmp_path, "x'\nrm -rf ~\n'", [role("t")])
+    r = cli(tmp_path, "dryrun", "-s", "slurm", path)
+    assert r.returncode == OK, r.stderr
+    assert "rm -rf ~" not in r.stdout.splitlines() and "#SBATCH --job-name=x--rm--rf----" in r.stdout
+    ok = spec(tmp_path, "ok", [role("t")])
+    for cfg in ("partition=x\ntouch /tmp/pwned", "comment=packjob", "time=1:00 #x", "constraint=a\rb"):
+        r = cli(tmp_path, "dryrun", "-s", "slurm", "-c", cfg, ok)
+        assert r.returncode == 2 and f"run option {cfg.split('=')[0]}" in r.stderr, (cfg, r.stderr)
+        assert "pwned" not in r.stdout
+
+
+def test_cli_app_ids_that_are_not_job_ids_are_unknown(tmp_path) -> None:
+    """``delete slurm://s/..`` once removed TORCHSPEC_HOME; now every command calls such an id unknown."""
+    home = tmp_path / "home"
+    (home / "slurm" / "7").mkdir(parents=True)
+    (home / "keep").write_text("x")
+    for app_id in ("..", ".", "7%2F..", "..%2F.."):
+        for command in ("status", "describe", "delete", "cancel"):
+            r = cli(tmp_path, command, f"slurm://s/{app_id}")
+            assert r.returncode == 2 and "unknown app" in r.stderr, (command, app_id, r.stdout, r.stderr)
+        r = cli(tmp_path, "logs", f"slurm://s/{app_id}", "t/0")
+        assert r.returncode == 2, r.stderr
+    assert (home / "keep").exists() and (home / "slurm" / "7").is_dir()
+
+
+def test_cli_sbatch_errors_are_one_clear_line(slurm_jobs, tmp_path) -> None:
+    path = spec(tmp_path, "ok", [role("t")])
+    for cfg, why in (("time=bogus", "Invalid --time specification"),
+                     ("partition=nope", "invalid partition specified: nope")):
+        r = cli(tmp_path, "submit", "-s", "slurm", "-c", f"{CFG},{cfg}", path)
+        assert r.returncode == 6, r.stderr
+        assert r.stderr.startswith(f"error: sbatch refused the job: {why}\n"), r.stderr
+
+
+def test_cli_dryrun_handed_to_sbatch_runs_on_a_fresh_log_root(slurm_jobs, tmp_path) -> None:
+    """`sbatch job.sbatch` works: the script makes its folders; status and logs find it; no spec, so no roles."""
+    path = spec(tmp_path, "byhand", [role("t")])
+    logs = tmp_path / "fresh" / "logs"
+    r = cli(tmp_path, "dryrun", "-s", "slurm", "-c", f"{CFG},log_dir={logs}", path)
+    (tmp_path / "job.sbatch").write_text(r.stdout)
+    sub = subprocess.run(["sbatch", "--parsable", "--wait", str(tmp_path / "job.sbatch")], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=120)
+    job_id = sub.stdout.strip()
+    slurm_jobs.append(job_id)
+    assert sub.returncode == 0, sub.stderr
+    handle = f"slurm://torchspec/{job_id}"
+    status = json.loads(cli(tmp_path, "status", handle, "--json").stdout)
+    assert status["state"] == "SUCCEEDED", status
+    described = cli(tmp_path, "describe", handle, "--json")  # no spec.json: the roles cannot be rebuilt
+    assert described.returncode == OK and json.loads(described.stdout)["roles"] == [], described.stdout
+    out = cli(tmp_path, "logs", handle, "t/0")
+    assert out.returncode == OK and f"app={job_id}" in out.stdout, out.stderr
+    assert (tmp_path / f"slurm-{job_id}.out").exists()  # the script's own output: Slurm's default place
+    assert oct((logs / job_id).stat().st_mode & 0o777) == oct(0o700)

@@ -160,3 +160,31 @@ def test_dryrun_script_is_accepted_by_sbatch_test_only(sched, image, tmp_path) -
     result = subprocess.run(["sbatch", "--test-only", str(path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "to start at" in result.stderr
+
+
+ENV_SH = '#!/bin/bash\necho "LOG_DIR=$LOG_DIR PATH=$PATH HETJOB=$HETJOB umask=$(umask)"\n'
+
+
+def test_role_env_reaches_only_the_replica_and_the_files_are_private(sched, image, tmp_path) -> None:
+    """LOG_DIR, PATH, HETJOB... in a role's env must not steer the batch script, and others cannot read the logs."""
+    (tmp_path / "img" / "env.sh").write_text(ENV_SH)
+    (tmp_path / "img" / "env.sh").chmod(0o755)
+    elsewhere = tmp_path / "elsewhere"
+    env = {"LOG_DIR": str(elsewhere), "PATH": "/nonexistent", "HETJOB": "1", "TS_LOG_DIR": str(elsewhere),
+           "SLURM_CPUS_PER_TASK": "64"}
+    app = specs.AppDef("env", roles=[specs.Role(name="e", image=image, entrypoint="env.sh", env=env,
+                                                resource=specs.Resource(cpu=1, gpu=0, memMB=64))])
+    mask = os.umask(0o022)
+    os.umask(mask)
+    job_id = sched.submit_app(app)
+    desc = wait_state(sched, job_id, {AS.SUCCEEDED, AS.FAILED, AS.CANCELLED})
+    assert desc.state == AS.SUCCEEDED, desc.msg
+    out = "".join(sched.log_iter(job_id, "e", 0))
+    # the replica gets its env, and the submitter's umask (not the script's 077)
+    assert f"LOG_DIR={elsewhere} PATH=/nonexistent HETJOB=1 umask={mask:04o}" in out, out
+    assert not elsewhere.exists()
+    logs = tmp_path / "logs"
+    for path, mode in ((logs / job_id, 0o700), (logs / job_id / "e" / "0", 0o700), (logs / job_id / "spec.json", 0o600),
+                       (logs / job_id / "job.sbatch", 0o600), (logs / job_id / "e" / "0" / "stdout.log", 0o600),
+                       (logs / f"{job_id}.batch.log", 0o600)):
+        assert oct(os.stat(path).st_mode & 0o777) == oct(mode), path

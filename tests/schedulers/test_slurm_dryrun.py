@@ -55,27 +55,28 @@ def test_one_het_component_per_role_and_one_step_per_replica(img, tmp_path) -> N
     assert text.count("#SBATCH hetjob") == 2
     assert "#SBATCH --job-name=tpr" in text
     assert f"#SBATCH --comment=torchspec:{tmp_path}/logs" in text
-    assert f"#SBATCH --output={tmp_path}/logs/%j.batch.log" in text
+    # --output is sbatch's argument, not an #SBATCH line: Slurm fails a job whose output folder is missing
+    assert "--output" not in text.split("set -uo pipefail")[0].replace("`sbatch --parsable --output", "")
     for opt in ("--partition=gpu", "--time=1:00:00", "--account=acc", "--qos=hi", "--nodes=2", "--nodes=1",
                 "--ntasks-per-node=1", "--cpus-per-task=2", "--mem=1024M"):
         assert f"#SBATCH {opt}\n" in text, opt
     assert text.count("#SBATCH --partition=gpu") == 3  # per component
     # every replica: its own step, its own env, its own node
     assert text.count("    run_replica ") == 4
-    assert "run_replica trainer 1 0 \"${NODES_0[1]}\" 0" in text
-    assert "run_replica reader 0 2 \"${NODES_2[0]}\"" in text
+    assert "run_replica trainer 1 0 \"${TS_NODES_0[1]}\" 0" in text
+    assert "run_replica reader 0 2 \"${TS_NODES_2[0]}\"" in text
     assert f"{img}/run.sh 1 \"$SLURM_JOB_ID\"" in text  # ${replica_id}, ${app_id} = the job id
-    assert 'TORCHSPEC_RANK0_HOST="$RANK0_HOST_1"' in text
+    assert 'TORCHSPEC_RANK0_HOST="$TS_RANK0_HOST_1"' in text
     assert "--exact" in text and "wait -n" in text
     # all #SBATCH lines come before the first command
     first_command = text.index("set -uo pipefail")
     assert text.rfind("#SBATCH") < first_command
-    assert "MAX_RETRIES=0" in text and "#SBATCH --no-requeue" in text
+    assert "TS_MAX_RETRIES=0" in text and "#SBATCH --no-requeue" in text
 
 
 def test_single_role_is_a_plain_job_and_bash_accepts_the_script(img, tmp_path) -> None:
     text = script(specs.AppDef("one", roles=[role(img)]), log_dir=str(tmp_path))
-    assert "hetjob" not in text and "HETJOB=\n" in text
+    assert "hetjob" not in text and "TS_HETJOB=\n" in text
     path = tmp_path / "job.sbatch"
     path.write_text(text)
     assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
@@ -113,7 +114,7 @@ def test_retries_application_requeues_replica_restarts_in_place(img) -> None:
     assert "#SBATCH --requeue" in text and "MAX_RETRIES=3" in text and "scontrol requeue" in text
     replica = script(specs.AppDef("a", roles=[role(img, max_retries=2, retry_policy=specs.RetryPolicy.REPLICA)]))
     assert "MAX_RETRIES=0" in replica and "#SBATCH --no-requeue" in replica
-    assert 'run_replica trainer 0 0 "${NODES_0[0]}" 2' in replica
+    assert 'run_replica trainer 0 0 "${TS_NODES_0[0]}" 2' in replica
 
 
 def test_refuses_what_slurm_cannot_do(img, tmp_path) -> None:

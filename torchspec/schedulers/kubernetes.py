@@ -27,8 +27,12 @@ labels and annotations, so ``status``, ``logs``, ``list``, ``describe`` and
     torchspec.dev/version     the torchspec that created the app
     torchspec.dev/role(s)     annotation: the role(s) as submitted, as JSON, for ``describe``
 
-App ids are ``NAMESPACE:NAME`` (as in TorchX); a bare ``NAME`` is looked up in
-the current context's namespace.
+App ids are ``NAMESPACE:NAME`` (as in TorchX), or ``CONTEXT:NAMESPACE:NAME`` for
+an app submitted with ``-c context=...``: a kubeconfig context is a client-side
+name the cluster knows nothing of, so the id has to carry it for ``status``,
+``logs`` and ``cancel`` to reach the same cluster later (see :class:`AppRef`).
+``${app_id}`` in a role's args and env, and ``TORCHSPEC_APP_ID``, are that
+same id, so ``TORCHSPEC_JOB_ID`` is the app's real handle.
 
 Retries map onto each flavor's own mechanism (see :func:`retry_notes` and the
 README): nothing of torchspec needs to keep running after ``submit``.
@@ -115,6 +119,10 @@ VOLCANO_INDEX_KEY = "volcano.sh/task-index"
 ENV_JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
 #: What ``${replica_id}`` becomes: Kubernetes expands ``$(VAR)`` in command, args and env values.
 REPLICA_ID_REF = f"$({ENV_REPLICA_ID})"
+#: The pod's namespace, from the downward API: the namespace part of ``${app_id}`` refers to it, so
+#: the id is right even for a dry run applied with ``kubectl apply -n NS`` (no namespace in the manifests).
+ENV_NAMESPACE = "TORCHSPEC_NAMESPACE"
+NAMESPACE_REF = f"$({ENV_NAMESPACE})"
 
 FLAVOR_JOB = "job"
 FLAVOR_JOBSET = "jobset"
@@ -164,6 +172,87 @@ _WAITING_TROUBLE = {
     "CreateContainerConfigError": "cannot be configured (a missing ConfigMap or Secret?)",
     "CrashLoopBackOff": "keeps crashing",
 }
+
+
+#: Kubernetes' own name rules (apimachinery's validation), checked here so a bad value is a usage error at
+#: dry run and in ``torchspec lint``, not a 422 from the API server (or, worse, text nobody meant as a name).
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME = re.compile(r"(?:(?P<prefix>[^/]+)/)?(?P<name>[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+#: A resource quantity (``2Gi``, ``512M``, ``1.5e9``), without a sign: no size here can be negative.
+_QUANTITY = re.compile(r"\+?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][-+]?\d+)?")
+
+
+def is_dns_label(text: str) -> bool:
+    """A DNS-1123 label: what namespaces, Services and the Jobs' pod hostnames must be."""
+    return len(text) <= 63 and _DNS1123_LABEL.fullmatch(text) is not None
+
+
+def is_dns_subdomain(text: str) -> bool:
+    """A DNS-1123 subdomain: what most object names (Secrets, ServiceAccounts, PriorityClasses) must be."""
+    return len(text) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(text) is not None
+
+
+def is_qualified_name(text: str) -> bool:
+    """A label key or resource name: ``[DNS subdomain/]name`` with a name of at most 63 characters."""
+    match = _QUALIFIED_NAME.fullmatch(text)
+    return match is not None and len(match["name"]) <= 63 and (
+        match["prefix"] is None or is_dns_subdomain(match["prefix"]))
+
+
+def is_label_value(text: str) -> bool:
+    """What a label's value may be (the Kueue queue, a node label a capability selects on)."""
+    return len(text) <= 63 and _LABEL_VALUE.fullmatch(text) is not None
+
+
+@dataclass(frozen=True)
+class AppRef:
+    """Where an app lives, as its app id says: ``[CONTEXT:]NAMESPACE:NAME``, or a bare ``NAME``.
+
+    ``context`` is None for the scheduler's context (else the kubeconfig's
+    current one), ``namespace`` None for that context's namespace.  The
+    context comes first and may itself hold ``:`` (EKS contexts are ARNs), so
+    the id is split from the right: namespace and name are DNS labels and
+    never hold one.  A handle's app id may not hold ``/`` (the handle's last
+    ``/`` ends the session name), so ``/`` in a context is written ``%2F``
+    (and ``%`` as ``%25``).
+    """
+
+    name: str
+    namespace: Optional[str] = None
+    context: Optional[str] = None
+
+    def __str__(self) -> str:
+        parts = [self.name]
+        if self.namespace is not None or self.context is not None:
+            parts.insert(0, self.namespace or "")
+        if self.context is not None:
+            parts.insert(0, self.context.replace("%", "%25").replace("/", "%2F"))
+        return ":".join(parts)
+
+    @classmethod
+    def parse(cls, app_id: str) -> Optional["AppRef"]:
+        """The parts of ``app_id``; None when it cannot be an app of this scheduler (a namespace or name
+        that is no DNS label, an empty context), so that such an id is an unknown app, not an API error."""
+        from urllib.parse import unquote
+
+        context: Optional[str] = None
+        namespace: Optional[str] = None
+        rest, has_namespace, name = app_id.rpartition(":")
+        if has_namespace:
+            context_text, has_context, namespace = rest.rpartition(":")
+            if has_context:
+                context = unquote(context_text)
+                if not context:
+                    return None
+            if has_context and not namespace:
+                namespace = None  # CONTEXT::NAME: that context's namespace
+            elif not is_dns_label(namespace):
+                return None
+        if not is_dns_label(name):
+            return None
+        return cls(name=name, namespace=namespace, context=context)
 
 
 # ----------------------------------------------------------------------------
@@ -233,12 +322,33 @@ def _escape_refs(text: str) -> str:
 
 
 _REPLICA_SENTINEL = "\x00torchspec-replica-id\x00"
+_NAMESPACE_SENTINEL = "\x00torchspec-namespace\x00"
 
 
 def _substitute(value: str, values: macros.Values) -> str:
     """Fill in the macros, then make ``${replica_id}`` a ``$(TORCHSPEC_REPLICA_ID)`` reference that
-    Kubernetes expands per pod; ``$(`` the user wrote stays literal."""
-    return _escape_refs(values.substitute(value)).replace(_REPLICA_SENTINEL, REPLICA_ID_REF)
+    Kubernetes expands per pod (and the namespace in ``${app_id}`` a ``$(TORCHSPEC_NAMESPACE)`` one);
+    ``$(`` the user wrote stays literal."""
+    return _escape_refs(values.substitute(value)).replace(_REPLICA_SENTINEL, REPLICA_ID_REF) \
+        .replace(_NAMESPACE_SENTINEL, NAMESPACE_REF)
+
+
+def full_app_id(name: str, context: Optional[str]) -> str:
+    """The app id ``schedule`` returns, as a pod's env and args get it (``${app_id}``, ``TORCHSPEC_APP_ID``):
+    ``[CONTEXT:]$(TORCHSPEC_NAMESPACE):NAME``, the namespace filled in by Kubernetes from the pod's own.
+
+    The runner sets ``TORCHSPEC_JOB_ID`` to ``kubernetes://SESSION/${app_id}``, so this is what makes
+    that variable the handle ``status`` and ``cancel`` take.  A context is known at dry run (it is a run
+    option); the namespace may not be (a dry run may be applied with ``kubectl apply -n``), hence the
+    reference rather than a value.
+    """
+    return _escape_refs(_app_id_macro(name, context)).replace(_NAMESPACE_SENTINEL, NAMESPACE_REF)
+
+
+def _app_id_macro(name: str, context: Optional[str]) -> str:
+    """What ``${app_id}`` is substituted with before :func:`_substitute` escapes the result and turns
+    the namespace's sentinel into a reference."""
+    return str(AppRef(name=name, namespace=_NAMESPACE_SENTINEL, context=context))
 
 
 def parse_version(text: Optional[str]) -> Optional[Tuple[int, int]]:
@@ -247,7 +357,7 @@ def parse_version(text: Optional[str]) -> Optional[Tuple[int, int]]:
         return None
     match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?", str(text).strip())
     if match is None:
-        raise ValueError(f"k8s_version must look like 1.29, not {text!r}")
+        raise ValueError(f"run option k8s_version must look like 1.29, not {text!r}")
     return int(match.group(1)), int(match.group(2))
 
 
@@ -273,21 +383,47 @@ def _resources(role: Role) -> Obj:
     if res.memMB > 0:
         amounts["memory"] = f"{res.memMB}Mi"
     if res.gpu > 0:
-        amounts[str(res.capabilities.get(CAP_GPU_RESOURCE) or DEFAULT_GPU_RESOURCE)] = str(res.gpu)
+        amounts[res.capabilities.get(CAP_GPU_RESOURCE) or DEFAULT_GPU_RESOURCE] = str(res.gpu)
     for name, count in res.devices.items():
         if count > 0:
             amounts[name] = str(count)
     return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
 
 
-def _node_selector(role: Role) -> Dict[str, str]:
-    """Capabilities that are node labels (``node.kubernetes.io/instance-type: p3.8xlarge``)."""
-    selector = {}
+def _is_node_label(key: str) -> bool:
+    """Capabilities whose key looks like a label key (``node.kubernetes.io/instance-type``) select nodes."""
+    return "/" in key and not key.startswith("kubernetes.")
+
+
+def check_capabilities(role: Role) -> None:
+    """Refuse, with ValueError naming the capability, one Kubernetes would get as text nobody meant.
+
+    ``kubernetes.*`` capabilities are this scheduler's (a typo would be
+    silently ignored); ``kubernetes.gpu_resource`` must be a resource name
+    (``amd.com/gpu``), not any value ``str()`` happens to turn into one; a
+    node-label capability must be a valid label value (text or an integer).
+    Other capabilities belong to other schedulers and are left alone.
+    """
     for key, value in role.resource.capabilities.items():
-        if "/" in key and not key.startswith("kubernetes.") and isinstance(value, (str, int)) \
-                and not isinstance(value, bool):
-            selector[key] = str(value)
-    return selector
+        where = f"role {role.name!r}: capability {key!r}"
+        if key == CAP_GPU_RESOURCE:
+            if not isinstance(value, str) or not is_qualified_name(value):
+                raise ValueError(f"{where} must name an extended resource, e.g. {DEFAULT_GPU_RESOURCE!r},"
+                                 f" not {value!r}")
+        elif key.startswith("kubernetes."):
+            raise ValueError(f"{where} is not one the kubernetes scheduler knows (it knows {CAP_GPU_RESOURCE!r})")
+        elif _is_node_label(key):
+            if not is_qualified_name(key):
+                raise ValueError(f"{where} is used as a node label key (nodeSelector) but is not a valid one")
+            if isinstance(value, bool) or not isinstance(value, (str, int)) or not is_label_value(str(value)):
+                raise ValueError(f"{where} is a node label (nodeSelector): its value must be text or an integer"
+                                 f" of at most 63 letters, digits, '-', '_' or '.', not {value!r}")
+
+
+def _node_selector(role: Role) -> Dict[str, str]:
+    """Capabilities that are node labels (``node.kubernetes.io/instance-type: p3.8xlarge``), checked
+    by :func:`check_capabilities`."""
+    return {key: str(value) for key, value in role.resource.capabilities.items() if _is_node_label(key)}
 
 
 def _mounts(role: Role) -> Tuple[List[Obj], List[Obj], bool]:
@@ -323,8 +459,9 @@ def _mounts(role: Role) -> Tuple[List[Obj], List[Obj], bool]:
 
 
 def _env(role: Role, app_id: str, flavor: str, rank0_host: str, values: macros.Values) -> List[Obj]:
-    """The container's env: the index first (later entries may refer to it as ``$(...)``), torchspec's
-    variables, then the role's own (torchspec's win), ``PYTHONUNBUFFERED=1`` unless set."""
+    """The container's env: the index and the namespace first (later entries may refer to them as
+    ``$(...)``), torchspec's variables, then the role's own (torchspec's win), ``PYTHONUNBUFFERED=1``
+    unless set.  ``app_id`` is the full one (:func:`full_app_id`)."""
     env: List[Obj] = []
     if flavor == FLAVOR_VOLCANO:
         env.append({"name": ENV_REPLICA_ID,
@@ -333,10 +470,11 @@ def _env(role: Role, app_id: str, flavor: str, rank0_host: str, values: macros.V
         env.append({"name": ENV_JOB_COMPLETION_INDEX,
                     "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{JOB_INDEX_KEY}']"}}})
         env.append({"name": ENV_REPLICA_ID, "value": f"$({ENV_JOB_COMPLETION_INDEX})"})
+    env.append({"name": ENV_NAMESPACE, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}})
     ours = {ENV_APP_ID: app_id, ENV_ROLE_NAME: role.name, ENV_NUM_REPLICAS: str(role.num_replicas),
             ENV_RANK0_HOST: rank0_host}
     env += [{"name": k, "value": v} for k, v in ours.items()]
-    taken = set(ours) | {ENV_REPLICA_ID, ENV_JOB_COMPLETION_INDEX}
+    taken = set(ours) | {ENV_REPLICA_ID, ENV_JOB_COMPLETION_INDEX, ENV_NAMESPACE}
     for key, value in role.env.items():
         if key not in taken:
             env.append({"name": key, "value": _substitute(value, values)})
@@ -366,17 +504,27 @@ def app_labels(app_id: str, flavor: str, session_name: str) -> Dict[str, str]:
 def pod_template(role: Role, app_id: str, flavor: str, cfg: Mapping[str, CfgVal], session_name: str) -> Obj:
     """The pod template every replica of ``role`` runs from, the same for every flavor but for the
     index variable and the DNS settings each flavor's controller provides; ``kubernetes.pod_patch``
-    applied last and checked."""
+    applied last and checked.
+
+    ``app_id`` is the app's name; ``${app_id}`` in args and env becomes the full app id
+    (:func:`full_app_id`), as the handle has it.  In ``kubernetes.pod_patch`` it stays the name: the
+    fields of a pod template other than command, args and env cannot expand ``$(...)``, and most of them
+    (labels, names) need a DNS name.
+    """
     key = role_key(app_id, role.name)
-    values = macros.Values(img_root="", app_id=app_id, replica_id=_REPLICA_SENTINEL, rank0_env=ENV_RANK0_HOST)
-    filled = values.apply(role)
+    check_capabilities(role)
+    context = str(cfg["context"]) if cfg.get("context") else None
+    values = macros.Values(img_root="", app_id=_app_id_macro(app_id, context),
+                           replica_id=_REPLICA_SENTINEL, rank0_env=ENV_RANK0_HOST)
+    filled = macros.Values(img_root="", app_id=app_id, replica_id=_REPLICA_SENTINEL,
+                           rank0_env=ENV_RANK0_HOST).apply(role)
     volumes, volume_mounts, privileged = _mounts(role)
     container: Obj = {
         "name": key,
         "image": role.image,
         "command": [_escape_refs(filled.entrypoint)],
         "args": [_substitute(arg, values) for arg in role.args],
-        "env": _env(role, app_id, flavor, rank0_host(app_id, key, flavor), values),
+        "env": _env(role, full_app_id(app_id, context), flavor, rank0_host(app_id, key, flavor), values),
         "resources": _resources(role),
         "volumeMounts": volume_mounts,
     }
@@ -531,13 +679,56 @@ def _volcano_policies(role: Role) -> Tuple[List[Obj], Optional[int]]:
     return [{"event": "PodFailed", "action": action}, {"event": "PodEvicted", "action": action}], n
 
 
+_DNS_LABEL_RULE = "lowercase letters, digits and inner '-', at most 63 characters"
+_DNS_SUBDOMAIN_RULE = "lowercase letters, digits, inner '-' and '.', at most 253 characters"
+
+
+def check_run_options(cfg: Mapping[str, CfgVal]) -> None:
+    """Refuse a run option Kubernetes would refuse (or misread), with ValueError naming the option.
+
+    The runopts types are checked before this; here are the values: names
+    follow Kubernetes' rules, ``ttl`` is not negative, ``shm_size`` is a
+    quantity.  ``image_pull_secrets`` must be Secret *names*: the manifests
+    (and dry runs, which get pasted around) must never carry a Secret's
+    content, which a pasted ``.dockerconfigjson`` or token would be.
+    """
+    flavor = str(cfg.get("flavor") or FLAVOR_JOB)
+    if flavor not in FLAVORS:
+        raise ValueError(f"run option flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
+    namespace = cfg.get("namespace")
+    if namespace and not is_dns_label(str(namespace)):
+        raise ValueError(f"run option namespace={namespace!r} is not a namespace name (a DNS-1123 label:"
+                         f" {_DNS_LABEL_RULE})")
+    ttl = cfg.get("ttl")
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0):
+        raise ValueError(f"run option ttl={ttl!r} must be a number of seconds, 0 or more")
+    shm_size = cfg.get("shm_size")
+    if shm_size and not _QUANTITY.fullmatch(str(shm_size)):
+        raise ValueError(f"run option shm_size={shm_size!r} is not a Kubernetes quantity (e.g. 2Gi, 512Mi, 1G)")
+    for option in ("service_account", "priority_class"):
+        value = cfg.get(option)
+        if value and not is_dns_subdomain(str(value)):
+            raise ValueError(f"run option {option}={value!r} is not a valid name ({_DNS_SUBDOMAIN_RULE})")
+    for i, secret in enumerate(cfg.get("image_pull_secrets") or []):  # type: ignore[arg-type]
+        if not is_dns_subdomain(str(secret)):  # the value is not echoed: it may be the credential itself
+            raise ValueError(f"run option image_pull_secrets: item {i + 1} is no Secret name ({_DNS_SUBDOMAIN_RULE});"
+                             " the option takes the names of Secrets (e.g. regcred), never their content")
+    queue = cfg.get("queue")
+    if queue:
+        valid = is_dns_subdomain(str(queue)) if flavor == FLAVOR_VOLCANO else \
+            is_label_value(str(queue)) and is_dns_subdomain(str(queue))
+        if not valid:
+            raise ValueError(f"run option queue={queue!r} is not a valid queue name (lowercase letters, digits,"
+                             f" inner '-' and '.'{'' if flavor == FLAVOR_VOLCANO else ', at most 63 characters'})")
+    parse_version(str(cfg.get("k8s_version") or ""))
+
+
 def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, session_name: str) -> KubernetesRequest:
     """The whole request for ``app`` under a resolved ``cfg``; talks to no cluster."""
     if not app.roles:
         raise ValueError(f"app {app.name!r} has no roles")
+    check_run_options(cfg)
     flavor = str(cfg.get("flavor") or FLAVOR_JOB)
-    if flavor not in FLAVORS:
-        raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
     k8s_version = parse_version(str(cfg.get("k8s_version") or ""))
     ttl = cfg.get("ttl")
     ttl = int(ttl) if ttl is not None else None  # type: ignore[arg-type]
@@ -740,16 +931,22 @@ def pod_view(pod: Obj) -> Optional[PodView]:
 class AppView:
     """All objects and pods of one app, with each replica's current pod picked out."""
 
-    app_id: str
+    app_id: str  # the app's name, the prefix of its objects' names
     namespace: str
     flavor: str
     top: List[Obj]  # the Jobs (in role order), or the one JobSet / Volcano Job
     pods: List[PodView]
     services: List[Obj] = field(default_factory=list)
+    context: Optional[str] = None  # the kubeconfig context it was read through, if not the current one
 
     @property
     def exists(self) -> bool:
         return bool(self.top)
+
+    @property
+    def full_id(self) -> str:
+        """The app id a handle carries: ``[CONTEXT:]NAMESPACE:NAME``."""
+        return str(AppRef(name=self.app_id, namespace=self.namespace, context=self.context))
 
     @property
     def roles_json(self) -> List[Obj]:
@@ -908,12 +1105,6 @@ def kubernetes_run_opts() -> runopts:
 # ----------------------------------------------------------------------------
 
 
-def split_app_id(app_id: str) -> Tuple[Optional[str], str]:
-    """``"ns:name"`` -> ("ns", "name"); ``"name"`` -> (None, "name")."""
-    namespace, sep, name = app_id.rpartition(":")
-    return (namespace or None, name) if sep else (None, app_id)
-
-
 class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
     """Runs each app as Kubernetes objects on the cluster the kubeconfig (or the pod's service account) points at.
 
@@ -921,6 +1112,7 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
     ``~/.kube/config``; without either, inside a pod, the in-cluster config.
     ``context`` and ``namespace`` override the kubeconfig's current ones for
     the status, logs, list and cancel calls; ``submit`` takes them as run options.
+    A context or namespace in an app id (:class:`AppRef`) wins over both.
     """
 
     def __init__(self, session_name: str, client: Optional["kubernetes.client.ApiClient"] = None,
@@ -1043,11 +1235,15 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         """Accept roles without resources: such a pod gets what the node has (BestEffort)."""
 
     def _submit_dryrun(self, app: AppDef, cfg: Dict[str, CfgVal]) -> AppDryRunInfo[KubernetesRequest]:
+        """The request; a scheduler made with a ``context`` submits through it as ``-c context=`` would,
+        so the app id (and ``${app_id}``) carry it."""
         app_id = make_app_id(app_name(app.name))
+        if self._context and not cfg.get("context"):
+            cfg = {**cfg, "context": self._context}
         return AppDryRunInfo(app_to_request(app, cfg, app_id, self.session_name), str)
 
     def schedule(self, dryrun_info: AppDryRunInfo[KubernetesRequest]) -> str:
-        """Create every object of the request, all or nothing; returns ``NAMESPACE:NAME``.
+        """Create every object of the request, all or nothing; returns ``[CONTEXT:]NAMESPACE:NAME``.
 
         If one create fails, the objects created before it are deleted again
         (with their pods) and the error says which object failed and why.
@@ -1068,7 +1264,7 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
                 error = api_error(e, f"creating {_describe_obj(obj)} in namespace {namespace}", self._where(context))
                 raise BackendError(error.message + undone, error.hint) from None
             created.append(body)
-        return f"{namespace}:{request.app_id}"
+        return str(AppRef(name=request.app_id, namespace=namespace, context=context))
 
     def _create(self, body: Obj, context: Optional[str]) -> None:
         ns = body["metadata"]["namespace"]
@@ -1104,42 +1300,56 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
 
     # -- reading ------------------------------------------------------------
 
+    def resolve(self, app_id: str) -> Optional[AppRef]:
+        """``app_id`` with its context and namespace filled in (the scheduler's or the kubeconfig's
+        where the id has none); None for an id that cannot name an app here."""
+        ref = AppRef.parse(app_id)
+        if ref is None:
+            return None
+        context = ref.context or self._context
+        return AppRef(name=ref.name, namespace=ref.namespace or self.default_namespace(context), context=context)
+
     def read_app(self, app_id: str) -> AppView:
         """Every object and pod of ``app_id``; an empty view (``exists`` False) when there are none."""
-        namespace, name = split_app_id(app_id)
-        namespace = namespace or self.default_namespace()
+        ref = self.resolve(app_id)
+        if ref is None:  # e.g. "default:x=y": no app can have that id; asking would be a selector error
+            return AppView(app_id=app_id, namespace="", flavor=FLAVOR_JOB, top=[], pods=[])
+        name, namespace, context = ref.name, str(ref.namespace), ref.context
         where = f"reading app {name} in namespace {namespace}"
         selector = f"{LABEL_APP_ID}={name}"
-        jobs = self._call(where, self._batch().list_namespaced_job, namespace,
-                          label_selector=f"{selector},{LABEL_FLAVOR}={FLAVOR_JOB}")
+        jobs = self._call(where, self._batch(context).list_namespaced_job, namespace,
+                          label_selector=f"{selector},{LABEL_FLAVOR}={FLAVOR_JOB}", context=context)
         top: List[Obj] = []
         flavor = FLAVOR_JOB
         if jobs.items:
             # list items of built-in kinds come without kind and apiVersion
-            top = [{**self.client().sanitize_for_serialization(j), "apiVersion": "batch/v1", "kind": "Job"}
+            top = [{**self.client(context).sanitize_for_serialization(j), "apiVersion": "batch/v1", "kind": "Job"}
                    for j in jobs.items]
             top.sort(key=lambda j: int((j["metadata"].get("annotations") or {}).get(ANNOTATION_ROLE_INDEX, 0)))
         else:
             for flavor, (api_version, _kind) in ((FLAVOR_JOBSET, _JOBSET_API), (FLAVOR_VOLCANO, _VOLCANO_API)):
                 found = self._get_custom(api_version, "jobsets" if flavor == FLAVOR_JOBSET else "jobs", namespace,
-                                         name, where)
+                                         name, where, context)
                 if found is not None and (found["metadata"].get("labels") or {}).get(LABEL_APP_ID) == name:
                     top = [found]
                     break
         if not top:
-            return AppView(app_id=name, namespace=namespace, flavor=flavor, top=[], pods=[])
-        pods = self._call(where, self._core().list_namespaced_pod, namespace, label_selector=selector)
-        views = [pod_view(self.client().sanitize_for_serialization(p)) for p in pods.items]
-        return AppView(app_id=name, namespace=namespace, flavor=flavor, top=top, pods=[v for v in views if v])
+            return AppView(app_id=name, namespace=namespace, flavor=flavor, top=[], pods=[], context=context)
+        pods = self._call(where, self._core(context).list_namespaced_pod, namespace, label_selector=selector,
+                          context=context)
+        views = [pod_view(self.client(context).sanitize_for_serialization(p)) for p in pods.items]
+        return AppView(app_id=name, namespace=namespace, flavor=flavor, top=top, pods=[v for v in views if v],
+                       context=context)
 
-    def _get_custom(self, api_version: str, plural: str, namespace: str, name: str, where: str) -> Optional[Obj]:
+    def _get_custom(self, api_version: str, plural: str, namespace: str, name: str, where: str,
+                    context: Optional[str]) -> Optional[Obj]:
         group, version = api_version.split("/")
         try:
-            return self._custom().get_namespaced_custom_object(group, version, namespace, plural, name)
+            return self._custom(context).get_namespaced_custom_object(group, version, namespace, plural, name)
         except Exception as e:  # noqa: BLE001
             if getattr(e, "status", None) == 404:  # no such object, or the CRD is not installed
                 return None
-            raise api_error(e, where, self._where()) from None
+            raise api_error(e, where, self._where(context)) from None
 
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         from torchspec.convert import build_role
@@ -1172,45 +1382,50 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         labels = view.top[0]["metadata"].get("labels") or {}
         replica_restarts = max((view.restarts_of(keys[n], k) for n, k, _ in view.current()), default=0)
         return DescribeAppResponse(
-            app_id=f"{view.namespace}:{view.app_id}",
+            app_id=view.full_id,
             state=view.state,
             num_restarts=max(view.app_restarts, replica_restarts),
             msg=view.msg,
             roles_statuses=roles_statuses,
             roles=roles,
-            metadata={"namespace": view.namespace, "flavor": view.flavor,
+            metadata={"namespace": view.namespace, "context": view.context or "", "flavor": view.flavor,
                       "session_name": labels.get(LABEL_SESSION, ""),
                       "objects": ", ".join(_describe_obj(o) for o in view.top)},
         )
 
     def list(self) -> List[ListAppResponse]:
-        """Every torchspec app in the namespace, oldest first, found by label."""
-        namespace = self.default_namespace()
+        """Every torchspec app in the namespace, oldest first, found by label.
+
+        The cluster cannot tell which kubeconfig context an app was submitted
+        through, so the ids name the scheduler's context if it has one, else none.
+        """
+        context = self._context
+        namespace = self.default_namespace(context)
         where = f"listing apps in namespace {namespace}"
         found: Dict[str, str] = {}  # name -> creation time
-        jobs = self._call(where, self._batch().list_namespaced_job, namespace,
-                          label_selector=f"{LABEL_APP_ID},{LABEL_FLAVOR}={FLAVOR_JOB}")
+        jobs = self._call(where, self._batch(context).list_namespaced_job, namespace,
+                          label_selector=f"{LABEL_APP_ID},{LABEL_FLAVOR}={FLAVOR_JOB}", context=context)
         for job in jobs.items:
             name = job.metadata.labels[LABEL_APP_ID]
             stamp = job.metadata.creation_timestamp.isoformat() if job.metadata.creation_timestamp else ""
             found[name] = min(found.get(name, stamp), stamp)
         for group, version, plural in (("jobset.x-k8s.io", "v1alpha2", "jobsets"), ("batch.volcano.sh", "v1alpha1", "jobs")):
             try:
-                items = self._custom().list_namespaced_custom_object(group, version, namespace, plural,
-                                                                     label_selector=LABEL_APP_ID)["items"]
+                items = self._custom(context).list_namespaced_custom_object(group, version, namespace, plural,
+                                                                            label_selector=LABEL_APP_ID)["items"]
             except Exception as e:  # noqa: BLE001
                 if getattr(e, "status", None) == 404:
                     continue  # that CRD is not installed: no such apps
-                raise api_error(e, where, self._where()) from None
+                raise api_error(e, where, self._where(context)) from None
             for item in items:
                 name = item["metadata"]["labels"][LABEL_APP_ID]
                 found[name] = min(found.get(name, ""), item["metadata"].get("creationTimestamp", "")) or \
                     item["metadata"].get("creationTimestamp", "")
         out = []
         for name in sorted(found, key=lambda n: (found[n], n)):
-            view = self.read_app(f"{namespace}:{name}")
+            view = self.read_app(str(AppRef(name=name, namespace=namespace, context=context)))
             if view.exists:
-                out.append(ListAppResponse(app_id=f"{namespace}:{name}", state=view.state))
+                out.append(ListAppResponse(app_id=view.full_id, state=view.state))
         return out
 
     def exists(self, app_id: str) -> bool:
@@ -1224,7 +1439,7 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         objs = list(view.top)
         if view.flavor == FLAVOR_JOB:
             objs.insert(0, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": view.app_id}})
-        self._delete_objects(objs, view.namespace, None)
+        self._delete_objects(objs, view.namespace, view.context)
 
     def delete(self, app_id: str) -> None:
         """The same as cancel: nothing of a cancelled app stays behind (logs go with the pods)."""
@@ -1284,30 +1499,30 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
                 if follow and not self._wait_started(view.namespace, app_id, pod, key, k):
                     done.add(pod.uid)
                     continue
-                for when, text in self._pod_lines(view.namespace, pod.name, since, follow):
+                for when, text in self._pod_lines(view.namespace, pod.name, since, follow, view.context):
                     if until is not None and when is not None and when >= until:
                         return
                     if pattern is None or pattern.search(text):
                         yield text
-                if not latest or not should_tail or self._pod_finished(view.namespace, pod.name):
+                if not latest or not should_tail or self._pod_finished(view.namespace, pod.name, view.context):
                     done.add(pod.uid)
             if not should_tail:
                 return
             if not self._may_write_more(app_id, key, k, done):
                 return
 
-    def _pod_lines(self, namespace: str, pod: str, since: Optional[datetime],
-                   follow: bool) -> Iterator[Tuple[Optional[datetime], str]]:
+    def _pod_lines(self, namespace: str, pod: str, since: Optional[datetime], follow: bool,
+                   context: Optional[str]) -> Iterator[Tuple[Optional[datetime], str]]:
         """``(time, line)`` of one pod's current container, read with the kubelet's timestamps."""
         kwargs: Dict[str, Any] = {"timestamps": True, "follow": follow, "_preload_content": False}
         if since is not None:
             kwargs["since_seconds"] = max(1, int(time.time() - since.timestamp()) + 1)
         try:
-            response = self._core().read_namespaced_pod_log(pod, namespace, **kwargs)
+            response = self._core(context).read_namespaced_pod_log(pod, namespace, **kwargs)
         except Exception as e:  # noqa: BLE001
             if getattr(e, "status", None) in (400, 404):  # not started yet, or gone
                 return
-            raise api_error(e, f"reading the log of pod {pod}", self._where()) from None
+            raise api_error(e, f"reading the log of pod {pod}", self._where(context)) from None
         pending = b""
         try:
             for chunk in response.stream(amt=65536, decode_content=False):
@@ -1324,9 +1539,9 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         finally:
             response.release_conn()
 
-    def _pod_finished(self, namespace: str, pod: str) -> bool:
+    def _pod_finished(self, namespace: str, pod: str, context: Optional[str]) -> bool:
         try:
-            found = self._core().read_namespaced_pod(pod, namespace)
+            found = self._core(context).read_namespaced_pod(pod, namespace)
         except Exception:  # noqa: BLE001 - gone counts as finished
             return True
         return (found.status.phase if found.status else "") in ("Succeeded", "Failed")
@@ -1553,6 +1768,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
 
 
 __all__ = [
+    "AppRef",
     "AppView",
     "KubernetesReplicaStatus",
     "KubernetesRequest",
@@ -1560,8 +1776,11 @@ __all__ = [
     "PodView",
     "api_error",
     "app_to_request",
+    "check_capabilities",
+    "check_run_options",
     "create_scheduler",
     "crd_schema",
+    "full_app_id",
     "kubernetes_run_opts",
     "load_crds",
     "merge_patch",

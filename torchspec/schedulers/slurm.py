@@ -5,17 +5,27 @@
 when there is one role) and each replica is its own job step, started with
 ``srun --exact`` in the background so that all of them run at once, with its
 own environment (``${replica_id}``, ``${app_id}`` = the Slurm job id,
-``${img_root}``, ``${rank0_env}``).  The script waits for the replicas and
+``${img_root}``, ``${rank0_env}``), which ``env`` sets inside the step only:
+a role's ``PATH`` or ``SLURM_*`` never reaches srun or the script, whose own
+variables are ``TS_*`` and readonly.  The script waits for the replicas and
 ends the job with the first failure's exit code, which stops the others.
+
+Specs and run options may come from anyone: no value may add a line to the
+script (bash would run it) or split the job (sbatch's hetjob/packjob), so
+run options going into ``#SBATCH`` lines are checked (:func:`sbatch_value`),
+the job's name is made safe (:func:`job_name`), and every word of the body
+is quoted.  Only a Slurm job id is an app id; nothing else ever names a
+folder (``delete slurm://s/..`` must not remove TORCHSPEC_HOME).
 
 The app id is the Slurm job id, so any shell that reaches the controller
 finds the job with ``scontrol``/``squeue`` (``sacct`` once the controller
 forgot it, where accounting is configured).  What Slurm does not keep lives
 in the app's log folder, which must be on a file system the login and
-compute nodes share::
+compute nodes share, so it is kept private (folders 0700, files 0600)::
 
     LOG_ROOT/                     run option log_dir; default $TORCHSPEC_HOME/slurm
-        JOBID.batch.log           the batch script's own output (sbatch --output)
+        JOBID.batch.log           the batch script's own output (``torchspec submit`` gives sbatch
+                                  --output; run by hand, Slurm's default slurm-JOBID.out)
         JOBID/spec.json           the AppDef as submitted: what ``describe`` rebuilds
         JOBID/job.sbatch          the script as submitted
         JOBID/ROLE/K/stdout.log, stderr.log, combined.log
@@ -200,12 +210,22 @@ class SlurmBatchRequest:
         """The sbatch script; :meth:`__str__` too, so the dry run is exactly what is submitted."""
         return render_script(self)
 
+    def sbatch_args(self) -> List[str]:
+        """The command ``schedule`` hands the script to.
+
+        ``--output`` is given here, not in the script: Slurm opens it before the
+        script runs and fails the job when its folder is missing, while the
+        script creates its log folders itself and so also runs when a user
+        hands the dry run to ``sbatch`` on a fresh log root.
+        """
+        return ["sbatch", "--parsable", f"--output={self.log_root}/%j.batch.log"]
+
     def __str__(self) -> str:
         return self.script()
 
 
 #: Stand for the Slurm job id and for rank 0's host of het group N, known only once the job runs;
-#: :func:`shell_word` turns them into ``"$SLURM_JOB_ID"`` and ``"$RANK0_HOST_N"``.
+#: :func:`shell_word` turns them into ``"$SLURM_JOB_ID"`` and ``"$TS_RANK0_HOST_N"``.
 JOB_ID_MARK = "\x00SLURM_JOB_ID\x00"
 _RANK0 = re.compile("\x00RANK0_(\\d+)\x00")
 _MARKS = re.compile("(\x00SLURM_JOB_ID\x00|\x00RANK0_\\d+\x00)")
@@ -223,20 +243,22 @@ def shell_word(text: str) -> str:
         if part == JOB_ID_MARK:
             out.append('"$SLURM_JOB_ID"')
         elif match:
-            out.append(f'"$RANK0_HOST_{match.group(1)}"')
+            out.append(f'"$TS_RANK0_HOST_{match.group(1)}"')
         elif part:
             out.append(shlex.quote(part))
     return "".join(out) or "''"
 
 
-# The script's fixed part: small bash functions that say why they exist.
+# The script's fixed part: small bash functions that say why they exist.  The script's own variables
+# are TS_* and readonly: the replicas' environment never reaches the script (see run_replica).
 _FUNCTIONS = r"""
 # stamp FILE: copy stdin to FILE and to the replica's combined.log, each line
 # prefixed with the time it arrived and a tab (torchspec logs --since/--until).
 # mawk (Debian's awk) reads a pipe in blocks unless told -W interactive.
-if awk -W version 2>/dev/null | grep -q mawk; then AWK=(awk -W interactive); else AWK=(awk); fi
+if awk -W version 2>/dev/null | grep -q mawk; then TS_AWK=(awk -W interactive); else TS_AWK=(awk); fi
+readonly TS_AWK
 stamp() {
-    "${AWK[@]}" -v f="$1" -v c="$(dirname "$1")/combined.log" \
+    "${TS_AWK[@]}" -v f="$1" -v c="$(dirname "$1")/combined.log" \
         '{ l = strftime("%Y-%m-%dT%H:%M:%S%z") "\t" $0; print l >> f; fflush(f); print l >> c; fflush(c) }'
 }
 
@@ -248,17 +270,19 @@ node_host() {
     echo "${host:-$1}"
 }
 
-# run_replica ROLE K GROUP NODE RESTARTS DIR CMD...: replica K of ROLE as its
-# own job step (--exact, so that the steps run side by side), in folder DIR,
-# on NODE when given; restarted in place up to RESTARTS times (REPLICA policy).
+# run_replica ROLE K GROUP NODE RESTARTS DIR env K=V... CMD...: replica K of
+# ROLE as its own job step (--exact, so that the steps run side by side), in
+# folder DIR, on NODE when given; restarted in place up to RESTARTS times
+# (REPLICA policy). The replica's environment is set by `env` inside the step,
+# so that it cannot change srun or this script (PATH, LOG_DIR, SLURM_*...).
 run_replica() {
     local role=$1 k=$2 group=$3 node=$4 restarts=$5 cwd=$6 attempt=0 rc
-    local log="$LOG_DIR/$role/$k"
+    local log="$TS_LOG_DIR/$role/$k"
     shift 6
     echo 0 >"$log/restarts"
     while :; do
-        srun ${HETJOB:+--het-group="$group"} --exact --nodes=1 --ntasks=1 ${node:+--nodelist="$node"} \
-            --job-name="$role/$k" --chdir="$cwd" "${SRUN_OPTS[@]}" "$@" \
+        SLURM_UMASK=$TS_UMASK srun ${TS_HETJOB:+--het-group="$group"} --exact --nodes=1 --ntasks=1 \
+            ${node:+--nodelist="$node"} --job-name="$role/$k" --chdir="$cwd" "${TS_SRUN_OPTS[@]}" "$@" \
             2> >(stamp "$log/stderr.log") | stamp "$log/stdout.log"
         rc=${PIPESTATUS[0]}
         if ((rc == 0 || attempt >= restarts)); then
@@ -275,7 +299,11 @@ run_replica() {
 
 
 def render_script(request: SlurmBatchRequest) -> str:
-    """The sbatch script of ``request``: ``#SBATCH`` lines, then bash that starts every replica."""
+    """The sbatch script of ``request``: ``#SBATCH`` lines, then bash that starts every replica.
+
+    Every value in an ``#SBATCH`` line was checked by :func:`sbatch_value` (or
+    made safe, the job name); everything in the body is a quoted word.
+    """
     q = shlex.quote
     roles = ", ".join(
         f"{c.role} ({len(c.replicas)} replica{'s' if len(c.replicas) != 1 else ''})" for c in request.components
@@ -283,7 +311,8 @@ def render_script(request: SlurmBatchRequest) -> str:
     lines = [
         "#!/bin/bash",
         f"# torchspec app {request.app_name!r} as one Slurm job: {roles}.",
-        "# Submit it yourself with `sbatch FILE`; `torchspec submit -s slurm` submits this same script.",
+        f"# `torchspec submit -s slurm` submits this script with `{shlex.join(request.sbatch_args())}`;",
+        "# `sbatch FILE` runs it too (its own output then goes to Slurm's default, slurm-JOBID.out).",
         f"# Logs: {request.log_root}/JOBID/ROLE/K/{{stdout,stderr,combined}}.log (lines: ISO time, tab, text).",
         "#",
     ]
@@ -297,24 +326,31 @@ def render_script(request: SlurmBatchRequest) -> str:
     lines += [
         "",
         "set -uo pipefail",
-        f"LOG_DIR={shell_word(request.log_root + '/' + JOB_ID_MARK)}",
-        f"HETJOB={'1' if request.het else ''}",
+        "# The logs, exit codes and the spec are the user's own: folders 0700, files 0600. The replicas keep",
+        "# the umask the job started with (the submitter's): run_replica hands it to srun as $SLURM_UMASK.",
+        'readonly TS_UMASK="$(umask)"',
+        "umask 077",
+        f"readonly TS_LOG_ROOT={shell_word(request.log_root)}",
+        'readonly TS_LOG_DIR="$TS_LOG_ROOT/$SLURM_JOB_ID"',
+        f"readonly TS_HETJOB={'1' if request.het else ''}",
         "# APPLICATION retries: how often a failed job requeues itself ($SLURM_RESTART_COUNT counts them)",
-        f"MAX_RETRIES={request.max_retries}",
-        "SRUN_OPTS=()",
+        f"readonly TS_MAX_RETRIES={request.max_retries}",
         "",
         _FUNCTIONS,
         "",
-        "# Each replica's log folder; on a requeued run the logs go on, after a marker line.",
+        "# Each replica's log folder (and the log root, which sbatch run by hand may not find yet);",
+        "# on a requeued run the logs go on, after a marker line.",
     ]
     folders = " ".join(q(f"{c.role}/{r.replica_id}") for c in request.components for r in c.replicas)
     lines += [
-        f'mkdir -p -- "$LOG_DIR" && cd "$LOG_DIR" && mkdir -p -- {folders} || exit 1',
+        f'mkdir -p -- "$TS_LOG_DIR" && cd "$TS_LOG_DIR" && mkdir -p -- {folders} || exit 1',
+        "# Slurm created the batch log (sbatch --output) with the submitter's umask: private too.",
+        'chmod go= -- "$TS_LOG_ROOT/$SLURM_JOB_ID.batch.log" 2>/dev/null',
         f"rm -f -- */*/{EXITCODE_FILE}",
         'if [[ -n ${SLURM_RESTART_COUNT:-} ]]; then',
         f"    for d in {folders}; do",
-        '        echo "--- torchspec: restart $SLURM_RESTART_COUNT of the job (APPLICATION retry) ---" |'
-        ' stamp "$d/stdout.log"',
+        ('        echo "--- torchspec: restart $SLURM_RESTART_COUNT of the job (APPLICATION retry) ---" |'
+         ' stamp "$d/stdout.log"'),
         "    done",
         "fi",
         "",
@@ -323,47 +359,46 @@ def render_script(request: SlurmBatchRequest) -> str:
     for c in request.components:
         nodelist = f"${{SLURM_JOB_NODELIST_HET_GROUP_{c.group}:-$SLURM_JOB_NODELIST}}" if request.het else (
             "$SLURM_JOB_NODELIST")
-        lines.append(f'mapfile -t NODES_{c.group} < <(scontrol show hostnames "{nodelist}")')
-        lines.append(f'RANK0_HOST_{c.group}=$(node_host "${{NODES_{c.group}[0]}}")')
-    lines += ["", "pids=()"]
+        lines.append(f'mapfile -t TS_NODES_{c.group} < <(scontrol show hostnames "{nodelist}")')
+        lines.append(f"readonly TS_NODES_{c.group}")
+        lines.append(f'readonly TS_RANK0_HOST_{c.group}="$(node_host "${{TS_NODES_{c.group}[0]}}")"')
+    lines += ["", "TS_PIDS=()"]
     for c in request.components:
         for r in c.replicas:
             if c.one_node_per_replica:
-                node, where = f'"${{NODES_{c.group}[{r.replica_id}]}}"', f"node {r.replica_id + 1} of its component"
+                node = f'"${{TS_NODES_{c.group}[{r.replica_id}]}}"'
+                where = f"node {r.replica_id + 1} of its component"
             elif r.replica_id == 0:
-                node, where = f'"${{NODES_{c.group}[0]}}"', "the first node of its component"
+                node, where = f'"${{TS_NODES_{c.group}[0]}}"', "the first node of its component"
             else:
                 node, where = '""', "any node of its component"
-            lines.append(f"# {c.role}/{r.replica_id} on {where}")
-            lines.append("(")
-            exports = [f"{key}={shell_word(value)}" for key, value in r.env.items()]
-            lines.append("    export " + " \\\n        ".join(exports))
-            opts = "" if not c.srun_opts else f"    SRUN_OPTS=({' '.join(q(o) for o in c.srun_opts)})\n"
-            if opts:
-                lines.append(opts.rstrip("\n"))
             command = " ".join(shell_word(a) for a in r.args)
-            lines.append(
-                f"    run_replica {q(c.role)} {r.replica_id} {c.group} {node} {c.restarts} {q(c.cwd)} {command}"
-            )
-            lines.append(") &")
-            lines.append("pids+=($!)")
+            lines += [
+                f"# {c.role}/{r.replica_id} on {where}",
+                "(",
+                f"    readonly -a TS_SRUN_OPTS=({' '.join(q(o) for o in c.srun_opts)})",
+                f"    run_replica {q(c.role)} {r.replica_id} {c.group} {node} {c.restarts} {q(c.cwd)} env \\",
+            ]
+            lines += [f"        {shell_word(f'{key}={value}')} \\" for key, value in r.env.items()]
+            lines += [f"        {command}", ") &", "TS_PIDS+=($!)"]
     lines += [
         "",
         "# The first replica to fail ends the job (Slurm then stops the other steps) with its exit code.",
-        "rc=0",
-        'for _ in "${pids[@]}"; do',
+        "TS_RC=0",
+        'for _ in "${TS_PIDS[@]}"; do',
         "    wait -n",
-        "    rc=$?",
-        "    ((rc == 0)) || break",
+        "    TS_RC=$?",
+        "    ((TS_RC == 0)) || break",
         "done",
-        "if ((rc != 0)); then",
-        '    echo "torchspec: a replica failed with exit code $rc; ending the job" >&2',
-        "    if ((${SLURM_RESTART_COUNT:-0} < MAX_RETRIES)); then",
-        '        echo "torchspec: requeueing (APPLICATION retry $((${SLURM_RESTART_COUNT:-0} + 1)) of $MAX_RETRIES)" >&2',
+        "if ((TS_RC != 0)); then",
+        '    echo "torchspec: a replica failed with exit code $TS_RC; ending the job" >&2',
+        "    if ((${SLURM_RESTART_COUNT:-0} < TS_MAX_RETRIES)); then",
+        ('        echo "torchspec: requeueing (APPLICATION retry $((${SLURM_RESTART_COUNT:-0} + 1))'
+         ' of $TS_MAX_RETRIES)" >&2'),
         '        scontrol requeue "$SLURM_JOB_ID" && sleep 600  # the requeue ends this script',
         "    fi",
         "fi",
-        'exit "$rc"',
+        'exit "$TS_RC"',
         "",
     ]
     return "\n".join(lines)
@@ -375,6 +410,69 @@ def render_script(request: SlurmBatchRequest) -> str:
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ROLE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+#: A Slurm job id, the only app id this scheduler hands out; anything else names no job (and no folder).
+_JOB_ID = re.compile(r"[0-9]+")
+#: Words sbatch (or its burst-buffer plugins, or older sbatch) may read as a het-job separator
+#: anywhere in an ``#SBATCH`` line, which would split the job.
+_HET_WORDS = re.compile(r"hetjob|packjob", re.IGNORECASE)
+#: Characters the job's name keeps; any other becomes ``-``.
+_JOB_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def is_job_id(app_id: str) -> bool:
+    """Whether ``app_id`` can be a Slurm job id: digits only, so it never reaches a path as ``..`` or ``/``."""
+    return bool(_JOB_ID.fullmatch(app_id or ""))
+
+
+def sbatch_value(what: str, value: object, spaces: bool = False) -> str:
+    """``value`` as it may stand in an ``#SBATCH`` line; ValueError naming ``what`` if it cannot.
+
+    A newline (any control character) would end the ``#SBATCH`` line and
+    start a line bash runs, which also ends sbatch's reading of options;
+    ``#``, quotes and backslashes are sbatch's own syntax in those lines; the
+    words hetjob/packjob may split the job into het components; and
+    whitespace ends the option's value unless it is quoted (only the comment
+    is, so only it may have spaces).
+    """
+    text = str(value)
+    for ch in text:
+        if not ch.isprintable():
+            raise ValueError(f"{what} {text!r} holds the control character {ch!r}, which cannot go into an"
+                             f" #SBATCH line (it would end the line and start a command)")
+        if ch in "#'\\\"":
+            raise ValueError(f"{what} {text!r} holds {ch!r}, which sbatch reads as its own syntax in #SBATCH lines")
+        if ch.isspace() and not (spaces and ch == " "):
+            raise ValueError(f"{what} {text!r} contains whitespace, which it cannot hold in an #SBATCH line")
+    match = _HET_WORDS.search(text)
+    if match:
+        raise ValueError(f"{what} {text!r} holds the word {match.group(0)!r}, which sbatch may read as the start"
+                         f" of another het-job component")
+    return text
+
+
+def job_name(prefix: str, app_name: str) -> str:
+    """The job's ``--job-name``: ``prefix`` + the app's name, as letters, digits and ``-_.`` only.
+
+    The app's name comes from a spec, which may come from anyone: it is made
+    safe rather than refused, and hetjob/packjob become het-job/pack-job so
+    that sbatch cannot take the name for a component separator.
+    """
+    name = _JOB_NAME_UNSAFE.sub("-", prefix + app_name)
+    name = _HET_WORDS.sub(lambda m: m.group(0)[:-3] + "-" + m.group(0)[-3:], name)
+    return name or "torchspec"
+
+
+def _run_opt(cfg: Mapping[str, CfgVal], key: str, spaces: bool = False) -> Optional[str]:
+    """The run option ``key`` as it may go into an ``#SBATCH`` line, or None when not given."""
+    value = cfg.get(key)
+    return sbatch_value(f"run option {key}", value, spaces) if value else None
+
+
+def _no_nul(role: str, what: str, text: str) -> str:
+    """``text`` unless it holds a NUL, which no argument or environment value can (and the script uses as a mark)."""
+    if "\x00" in text:
+        raise ValueError(f"role {role!r}: {what} {text!r} holds a NUL character, which no command line can carry")
+    return text
 
 
 def default_log_root() -> str:
@@ -415,8 +513,9 @@ def role_to_component(
     """
     from torchspec.schedulers.local import resolve_entrypoint
 
-    if not _ROLE_NAME.match(role.name):
-        raise ValueError(f"role name {role.name!r} cannot be a log folder name: use letters, digits, _ . -")
+    if not _ROLE_NAME.match(role.name) or not role.name.strip("."):
+        raise ValueError(f"role name {role.name!r} cannot be a log folder name: use letters, digits, _ . -"
+                         f" (not only dots)")
     if role.num_replicas <= 0:
         raise ValueError(f"role {role.name!r} has {role.num_replicas} replicas; it needs at least one")
     if role.mounts:
@@ -432,18 +531,27 @@ def role_to_component(
     img_root = resolve_image(role, cwd)
     search_path = role.env.get("PATH", os.environ.get("PATH"))
     entrypoint = resolve_entrypoint(role.name, role.entrypoint, img_root, search_path)
+    if "=" in entrypoint:
+        # the replica runs as `env K=V ... ENTRYPOINT ARGS`, and env takes any word with "=" for a variable
+        raise ValueError(f"role {role.name!r}: entrypoint {entrypoint!r} holds '=', which the slurm scheduler"
+                         f" cannot run (env would read it as a variable); rename the file or its folder")
     res = role.resource
     per_node = bool(cfg.get("one_node_per_replica", True))
     cpu, gpu, mem = max(res.cpu, 0), max(res.gpu, 0), max(res.memMB, 0)
     gres = res.capabilities.get(CAP_GRES)
+    if gres:
+        gres = sbatch_value(f"role {role.name!r}: resource capability {CAP_GRES}", gres)
+    role_constraint = res.capabilities.get(CAP_CONSTRAINT)
+    if role_constraint:
+        role_constraint = sbatch_value(f"role {role.name!r}: resource capability {CAP_CONSTRAINT}", role_constraint)
     opts: List[str] = []
     srun_opts: List[str] = []
     for key, flag in (("partition", "--partition"), ("time", "--time"), ("account", "--account"),
                       ("qos", "--qos"), ("exclude", "--exclude")):
-        value = cfg.get(key)
+        value = _run_opt(cfg, key)
         if value:
             opts.append(f"{flag}={value}")
-    constraints = [str(c) for c in (cfg.get("constraint"), res.capabilities.get(CAP_CONSTRAINT)) if c]
+    constraints = [c for c in (_run_opt(cfg, "constraint"), role_constraint) if c]
     if constraints:
         opts.append("--constraint=" + "&".join(f"({c})" if "|" in c else c for c in constraints))
     if nodelist:
@@ -476,6 +584,9 @@ def role_to_component(
 
     raw_env = cfg.get("env")
     extra_env = {str(k): str(v) for k, v in raw_env.items()} if isinstance(raw_env, dict) else {}
+    # before the macros are filled in, which put NUL-delimited marks of their own (JOB_ID_MARK)
+    for text in [role.entrypoint, *map(str, role.args), *map(str, role.env.values()), *extra_env.values()]:
+        _no_nul(role.name, "argument or environment value", text)
     replicas = []
     for k in range(role.num_replicas):
         values = macros.Values(img_root=img_root, app_id=JOB_ID_MARK, replica_id=str(k), rank0_env=ENV_RANK0_HOST)
@@ -516,9 +627,10 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], cwd: str) -> SlurmBat
         if names.count(name) > 1:
             raise ValueError(f"app {app.name!r} has two roles named {name!r}")
     log_root = os.path.abspath(os.path.expanduser(str(cfg.get("log_dir") or default_log_root())))
-    if re.search(r"\s", log_root):
-        raise ValueError(f"log_dir {log_root!r} contains whitespace, which Slurm's --output cannot take")
-    raw_nodelist = str(cfg.get("nodelist") or "")
+    sbatch_value("log_dir", log_root)  # it is part of the comment and of sbatch's --output
+    if "%" in log_root:
+        raise ValueError(f"log_dir {log_root!r} holds '%', which Slurm's --output would expand (%j, %u...)")
+    raw_nodelist = _run_opt(cfg, "nodelist") or ""
     nodelists: List[Optional[str]] = [n or None for n in raw_nodelist.split(":")] if raw_nodelist else []
     if nodelists and len(nodelists) != len(app.roles):
         raise ValueError(
@@ -528,22 +640,23 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], cwd: str) -> SlurmBat
     components = [
         role_to_component(role, g, cfg, cwd, nodelists[g] if nodelists else None) for g, role in enumerate(app.roles)
     ]
-    name = f"{cfg.get('job_name_prefix') or ''}{app.name}"
+    name = job_name(_run_opt(cfg, "job_name_prefix") or "", app.name)
     comment = COMMENT_PREFIX + log_root
-    if cfg.get("comment"):
-        comment += " " + str(cfg.get("comment"))
+    user_comment = _run_opt(cfg, "comment", spaces=True)
+    if user_comment:
+        comment += " " + user_comment
     app_retries = max(
         (r.max_retries for r in app.roles if RetryPolicy(r.retry_policy) != RetryPolicy.REPLICA), default=0
     )
     job_opts = [
-        f"--job-name={shlex.quote(name)}",
-        f"--comment={shlex.quote(comment)}",
-        f"--output={log_root}/%j.batch.log",
+        f"--job-name={name}",
+        f"--comment={shlex.quote(comment)}",  # the one value with spaces; sbatch strips the quotes
         "--requeue" if app_retries > 0 else "--no-requeue",
     ]
-    if cfg.get("mail_user"):
-        job_opts.append(f"--mail-user={cfg.get('mail_user')}")
-        job_opts.append(f"--mail-type={cfg.get('mail_type') or 'END,FAIL'}")
+    mail_user = _run_opt(cfg, "mail_user")
+    if mail_user:
+        job_opts.append(f"--mail-user={mail_user}")
+        job_opts.append(f"--mail-type={_run_opt(cfg, 'mail_type') or 'END,FAIL'}")
     return SlurmBatchRequest(
         app_name=app.name,
         log_root=log_root,
@@ -773,21 +886,24 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
     def schedule(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest]) -> str:
         """``sbatch --parsable`` the script; then keep the spec and script next to the logs."""
         request = dryrun_info.request
-        os.makedirs(request.log_root, exist_ok=True)
+        _private_dir(request.log_root)
         script = request.script()
-        result = self._run(["sbatch", "--parsable"], check=False, input_text=script)
+        result = self._run(request.sbatch_args(), check=False, input_text=script)
         if result.returncode != 0:
-            raise BackendError(f"sbatch refused the job: {_first_line(result.stderr.strip())}",
+            why = _first_line(result.stderr.strip()).removeprefix("sbatch: error: ")
+            raise BackendError(f"sbatch refused the job: {why or f'exit code {result.returncode}'}",
                                "run `torchspec dryrun -s slurm ...` and `sbatch --test-only` on its output for details")
         job_id = result.stdout.strip().split(";")[0].strip()
+        if not is_job_id(job_id):
+            raise BackendError(f"sbatch answered {result.stdout.strip()!r}, not a job id")
         job_dir = os.path.join(request.log_root, job_id)
-        os.makedirs(job_dir, exist_ok=True)
+        _private_dir(job_dir)  # the script, once it runs, creates it 0700 too (umask 077)
         _write(os.path.join(job_dir, SPEC_FILE), json.dumps(request.spec, indent=1))
         _write(os.path.join(job_dir, SCRIPT_FILE), script)
         default = default_log_root()
         if os.path.abspath(request.log_root) != os.path.abspath(default):
             # so that status finds the logs even once Slurm forgot the job (and its comment)
-            os.makedirs(default, exist_ok=True)
+            _private_dir(default)
             link = os.path.join(default, job_id)
             if not os.path.lexists(link):
                 os.symlink(job_dir, link)
@@ -797,7 +913,7 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
 
     def read_job(self, app_id: str) -> List[JobView]:
         """Every component of job ``app_id`` as the controller knows it; [] once it forgot the job."""
-        if not re.fullmatch(r"\d+", app_id):
+        if not is_job_id(app_id):
             return []
         if self.version() >= (23, 2):
             result = self._run(["scontrol", "show", "job", "--json", app_id], check=False)
@@ -829,17 +945,35 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         return sorted(views, key=lambda v: v.offset)
 
     def _job_dir(self, app_id: str, views: List[JobView]) -> Optional[str]:
-        """The app's log folder: from the job's comment, else the default log root (or its link)."""
-        roots = [v.log_root for v in views if v.log_root] + [default_log_root()]
+        """The app's log folder, as a real path: from the job's comment, else the default log root (or its link).
+
+        Only a job id names a folder, and the folder must really be the job's
+        own, directly under its log root: ``delete`` removes it, and an id
+        such as ``..`` or a stray link must never lead it anywhere else.  The
+        one link followed is the one ``schedule`` leaves in the default log
+        root for a job logging elsewhere; it must lead to a folder named as
+        the job.
+        """
+        if not is_job_id(app_id):
+            return None
+        default = default_log_root()
+        roots = [str(v.log_root) for v in views if v.log_root] + [default]
         for root in roots:
-            path = os.path.join(str(root), app_id)
-            if os.path.isdir(path):
-                return path
+            path = os.path.join(root, app_id)
+            real = os.path.realpath(path)
+            if not os.path.isdir(real) or os.path.basename(real) != app_id:
+                continue
+            if os.path.dirname(real) == os.path.realpath(root):
+                return real
+            if root == default and os.path.islink(path):
+                return real
         return None
 
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         from torchspec.convert import build_app
 
+        if not is_job_id(app_id):
+            return None  # not a job id: no job, and no folder to read
         views = self.read_job(app_id)
         job_dir = self._job_dir(app_id, views)
         if views and views[0].log_root is None:
@@ -855,25 +989,29 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
                 logger.debug("cannot rebuild the roles of %s: %s", app_id, e)
         leader = views[0] if views else None
         by_offset = {v.offset: v for v in views}
+        # (role, replicas, its component): from the spec; for a job handed to sbatch by hand (no spec)
+        # from the replicas' log folders, so that status and logs still show them
+        layout = [(r.name, r.num_replicas, by_offset.get(g, leader)) for g, r in enumerate(roles)]
+        if not spec and job_dir:
+            layout = [(name, count, leader) for name, count in _replica_folders(job_dir)]
         roles_statuses: List[RoleStatus] = []
         failed: List[str] = []
         replica_states: List[AppState] = []
-        for g, role in enumerate(roles):
-            component = by_offset.get(g, leader)
+        for name, count, component in layout:
             replicas: List[ReplicaStatus] = []
-            for k in range(role.num_replicas):
-                rdir = os.path.join(job_dir, role.name, str(k)) if job_dir else ""
+            for k in range(count):
+                rdir = os.path.join(job_dir, name, str(k)) if job_dir else ""
                 code = _read_int(os.path.join(rdir, EXITCODE_FILE)) if rdir else None
                 restarts = _read_int(os.path.join(rdir, RESTARTS_FILE)) if rdir else None
                 state = _replica_state(component, code)
                 replica_states.append(state)
                 if code:
-                    failed.append(f"{role.name}/{k} exited with code {code}")
+                    failed.append(f"{name}/{k} exited with code {code}")
                 replicas.append(SlurmReplicaStatus(
-                    id=k, state=state, role=role.name, hostname=component.nodes if component else "",
+                    id=k, state=state, role=name, hostname=component.nodes if component else "",
                     structured_error_msg=NONE, exit_code=code, num_restarts=restarts or 0,
                 ))
-            roles_statuses.append(RoleStatus(role=role.name, replicas=replicas))
+            roles_statuses.append(RoleStatus(role=name, replicas=replicas))
         if leader is not None:
             state = _job_state(views)
             msg = job_message(leader)
@@ -897,6 +1035,8 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
                                    roles_statuses=roles_statuses, roles=roles, metadata=metadata)
 
     def exists(self, app_id: str) -> bool:
+        if not is_job_id(app_id):
+            return False
         views = self.read_job(app_id)
         if views:
             return views[0].log_root is not None
@@ -919,10 +1059,17 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
 
     def _cancel_existing(self, app_id: str) -> None:
         """``scancel`` the job: Slurm signals every step (SIGTERM, SIGKILL after KillWait) of every component."""
-        self._run(["scancel", app_id])
+        if is_job_id(app_id):  # scancel takes more than ids (e.g. 12_[1-3]); only a job id is an app
+            self._run(["scancel", app_id])
 
     def delete(self, app_id: str) -> None:
-        """Cancel the job if it runs, then remove its log folder (Slurm forgets jobs by itself)."""
+        """Cancel the job if it runs, then remove its log folder (Slurm forgets jobs by itself).
+
+        Does nothing for an id that is no job id, or a job torchspec did not
+        submit; removes only the folder :meth:`_job_dir` vouches for.
+        """
+        if not is_job_id(app_id):
+            return
         views = self.read_job(app_id)
         job_dir = self._job_dir(app_id, views)
         if views and views[0].log_root is None:
@@ -959,12 +1106,15 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         replica exited 0.  Files appear when the job starts: following a
         pending job waits for them.
         """
-        views = self.read_job(app_id)
-        job_dir = self._job_dir(app_id, views)
+        views = self.read_job(app_id) if is_job_id(app_id) else []
+        job_dir = self._job_dir(app_id, views)  # None for anything but a job id
         if job_dir is None:
             raise ValueError(f"unknown app {app_id!r}: no such Slurm job with a torchspec log folder")
         spec = _read_json(os.path.join(job_dir, SPEC_FILE)) or {}
         counts = {r.get("name"): int(r.get("num_replicas", 1) or 1) for r in spec.get("roles", [])}
+        if not _ROLE_NAME.match(role_name) or not role_name.strip(".") or k < 0:
+            # a job submitted by hand has no spec to check against: never let the name leave the folder
+            raise ValueError(f"app {app_id!r} has no replica {role_name!r}/{k}")
         if counts and role_name not in counts:
             raise ValueError(f"app {app_id!r} has no role {role_name!r}; its roles: {', '.join(counts)}")
         if counts and not 0 <= k < counts[role_name]:
@@ -1014,6 +1164,22 @@ def _replica_state(component: Optional[JobView], code: Optional[int]) -> AppStat
     return job_state
 
 
+def _replica_folders(job_dir: str) -> List[Tuple[str, int]]:
+    """(role, number of replicas) as the batch script laid out ``job_dir``: ROLE/K folders, K from 0."""
+    found = []
+    for name in sorted(os.listdir(job_dir)):
+        path = os.path.join(job_dir, name)
+        if not _ROLE_NAME.match(name) or not os.path.isdir(path) or os.path.islink(path):
+            continue
+        ids = {int(k) for k in os.listdir(path) if is_job_id(k) and os.path.isdir(os.path.join(path, k))}
+        count = 0
+        while count in ids:
+            count += 1
+        if count:
+            found.append((name, count))
+    return found
+
+
 def _unreachable(stderr: str) -> bool:
     return any(s in stderr for s in (
         "Unable to contact slurm controller", "Could not establish a configuration source",
@@ -1025,9 +1191,29 @@ def _first_line(text: str) -> str:
     return text.splitlines()[0] if text else ""
 
 
+def _private_dir(path: str) -> None:
+    """Create ``path`` (and its parents) if missing; a folder this creates is 0700.
+
+    The log root is on a file system others share; what torchspec keeps there
+    (spec, script, logs) is the user's alone.  A folder that already existed
+    keeps its mode, except a job's own folder, which is always made 0700.
+    """
+    if not os.path.isdir(path):
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        os.chmod(path, 0o700)
+    elif is_job_id(os.path.basename(path)):
+        os.chmod(path, 0o700)
+
+
 def _write(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, as a 0600 file (it may name paths, arguments, env values)."""
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
+    try:
+        os.remove(tmp)
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(tmp, path)
 
@@ -1072,19 +1258,22 @@ def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
 
 
 __all__ = [
-    "JobView",
     "SLURM_STATES",
+    "JobView",
     "SlurmBatchRequest",
     "SlurmComponent",
     "SlurmReplica",
     "SlurmScheduler",
     "app_to_request",
     "create_scheduler",
+    "is_job_id",
     "job_message",
+    "job_name",
     "parse_log_line",
     "parse_scontrol",
     "render_script",
     "role_to_component",
+    "sbatch_value",
     "slurm_run_opts",
     "slurm_state",
     "view_from_json",
