@@ -127,7 +127,7 @@ def dump_json(data: Any) -> None:
 def list_apps(scheduler: str | None, as_json: bool) -> int:
     """List the apps a scheduler knows about, newest last.
 
-    Exit codes: 0 ok, 2 unknown scheduler.
+    Exit codes: 0 ok, 2 unknown scheduler, 6 the scheduler's backend cannot be reached.
     """
     from torchspec.cli import console
 
@@ -158,7 +158,8 @@ def list_apps(scheduler: str | None, as_json: bool) -> int:
 def describe(handle: str, as_json: bool) -> int:
     """Show the AppDef that an app was submitted with, as a spec (YAML, or JSON with --json).
 
-    Exit codes: 0 ok, 2 malformed or unknown handle, or unknown scheduler.
+    Exit codes: 0 ok, 2 malformed or unknown handle, or unknown scheduler,
+    6 the scheduler's backend cannot be reached.
     """
     from torchspec.convert import dump_app
 
@@ -189,7 +190,8 @@ def cancel(handle: str) -> int:
     for the app to end (it then exits 5, CANCELLED). Cancelling an app that
     already ended does nothing.
 
-    Exit codes: 0 ok, 2 malformed or unknown handle, or unknown scheduler.
+    Exit codes: 0 ok, 2 malformed or unknown handle, or unknown scheduler,
+    6 the scheduler's backend cannot be reached.
     """
     with open_runner() as runner:
         status = require_status(runner, handle)

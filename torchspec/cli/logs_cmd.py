@@ -224,7 +224,8 @@ def logs(handle: str, selector: str | None, follow: bool, regex: str | None, sin
     terminal (never with NO_COLOR); plain text otherwise.
 
     Exit codes: 0 ok, 2 malformed or unknown handle, unknown scheduler, role or
-    replica, or a bad --regex/--since/--until.
+    replica, or a bad --regex/--since/--until, 6 the scheduler's backend
+    cannot be reached.
     """
     if regex is not None:
         try:

@@ -138,6 +138,7 @@ def build_cli() -> Any:
           3  internal error
           4  the app FAILED (wait, submit --wait/--log)
           5  the app was CANCELLED (wait, submit --wait/--log)
+          6  the scheduler's backend cannot be reached or refused the request
           124  wait --timeout ran out before the app ended
         """
 

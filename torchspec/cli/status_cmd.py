@@ -27,7 +27,8 @@ def status(handle: str, as_json: bool, roles: tuple[str, ...]) -> int:
     error message it left, if any.
 
     Exit codes: 0 ok (whatever the app's state), 2 malformed or unknown
-    handle, or unknown scheduler. Use `torchspec wait` for an exit code that
+    handle, or unknown scheduler, 6 the scheduler's backend cannot be
+    reached. Use `torchspec wait` for an exit code that
     says how the app ended.
     """
     with open_runner() as runner:

@@ -112,7 +112,9 @@ def submit(component: str, scheduler: str | None, cfg: str | None, params: tuple
 
     Exit codes: 0 submitted (with --wait/--log: the app SUCCEEDED), 1 spec
     error, 2 usage error (unknown scheduler or component, bad -c or -p),
-    4 the app FAILED, 5 the app was CANCELLED.
+    4 the app FAILED, 5 the app was CANCELLED, 6 the scheduler's backend
+    cannot be reached or refused the app (no engine, an image that cannot be
+    pulled...).
     """
     with open_runner() as runner:
         name, run_cfg = _prepare(runner, scheduler, cfg)
@@ -154,7 +156,8 @@ def dryrun(component: str, scheduler: str | None, cfg: str | None, params: tuple
     would), so the request names the image that would run.
 
     Exit codes: 0 ok, 1 spec error, 2 usage error (unknown scheduler or
-    component, bad -c or -p).
+    component, bad -c or -p), 6 the scheduler's backend is needed (a
+    --workspace build) and cannot be reached.
     """
     from torchspec.cli import console
 
