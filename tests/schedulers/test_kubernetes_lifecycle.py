@@ -3,13 +3,15 @@
 Nothing is patched or mocked: the scheduler loads the kubeconfig the fake server writes (through
 ``KUBECONFIG``) and speaks HTTP to it. The tests play the controllers and the kubelet: they create
 each Job's pods as the Job controller does (completion-index annotation and label, job-name labels,
-ownerReferences, hostname and subdomain), move them through their phases, write their logs and set
-the Job/JobSet/Volcano status.
+ownerReferences, hostname and subdomain), a JobSet's child Jobs and their pods as the JobSet controller
+does (``jobset.sigs.k8s.io/*`` labels), a Volcano Job's pods as Volcano does (``volcano.sh/*`` labels),
+move them through their phases, write their logs and set the Job/JobSet/Volcano status.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import pathlib
 import re
@@ -26,7 +28,7 @@ pytest.importorskip("kubernetes")
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "kube"))
 
-from apiserver import FakeApiServer  # noqa: E402
+from apiserver import DeleteOptions, FakeApiServer, rfc3339  # noqa: E402
 
 from torchspec import specs  # noqa: E402
 from torchspec.errors import BackendError  # noqa: E402
@@ -108,20 +110,28 @@ def job_pods(srv: FakeApiServer, app_id: str, role: str, attempt: str = "a") -> 
             for k in range(job["spec"]["completions"])]
 
 
+def owner_ref(owner: Dict[str, Any]) -> Dict[str, Any]:
+    """The controller reference a controller puts on what it creates (the garbage collector follows it)."""
+    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
 def create_pod(srv: FakeApiServer, owner: Dict[str, Any], template: Dict[str, Any], pod_name: str, k: int,
                hostname: Optional[str] = None, subdomain: Optional[str] = None, extra_labels: Optional[Dict[str, str]] = None,
-               index_key: str = "batch.kubernetes.io/job-completion-index") -> str:
+               index_key: str = "batch.kubernetes.io/job-completion-index",
+               extra_annotations: Optional[Dict[str, str]] = None) -> str:
+    """A pod from ``template`` (its labels and annotations copied, as every controller does), with the index
+    ``k`` under ``index_key`` as both label and annotation."""
     labels = {**template["metadata"]["labels"], **(extra_labels or {}), index_key: str(k)}
+    annotations = {**(template["metadata"].get("annotations") or {}), **(extra_annotations or {}), index_key: str(k)}
     spec = copy.deepcopy(template["spec"])
     if hostname:
         spec["hostname"] = hostname
     if subdomain:
         spec["subdomain"] = subdomain
     pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": pod_name, "labels": labels, "annotations": {index_key: str(k)},
-                        "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
-                                             "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
-                                             "controller": True, "blockOwnerDeletion": True}]},
+           "metadata": {"name": pod_name, "labels": labels, "annotations": annotations,
+                        "ownerReferences": [owner_ref(owner)]},
            "spec": spec}
     srv.create("v1", "pods", NS, pod)
     srv.set_pod_phase(NS, pod_name, "Pending")
@@ -132,6 +142,141 @@ def job_condition(srv: FakeApiServer, app_id: str, role: str, kind: str, reason:
     name = name_of(app_id)
     condition = {"type": kind, "status": "True", "reason": reason, "message": message}
     srv.set_status("batch/v1", "jobs", NS, f"{name}-{role_key(name, role)}", {"conditions": [condition]})
+
+
+JOBSET_API = ("jobset.x-k8s.io/v1alpha2", "jobsets")
+VOLCANO_API = ("batch.volcano.sh/v1alpha1", "jobs")
+CONTROLLED = ("jobset", "volcano")  # the flavors whose controller decides the app's fate as a whole
+
+
+def jobset_pods(srv: FakeApiServer, app_id: str, attempt: str = "a") -> Dict[str, List[str]]:
+    """What the JobSet controller and then the Job controller do: per replicated job a child Job
+    ``{jobset}-{rjob}-0`` owned by the JobSet, it and its pod template labelled and annotated
+    ``jobset.sigs.k8s.io/*`` (restart-attempt: the JobSet's ``status.restarts``), its pods under the JobSet's
+    subdomain; then per completion index a pod ``{job}-{k}-{random}`` of that Job, hostname ``{job}-{k}``.
+    Returns the pod names per replicated job (= role key)."""
+    name = name_of(app_id)
+    jobset = srv.get(*JOBSET_API, NS, name)
+    assert jobset is not None, name
+    restarts = str((jobset.get("status") or {}).get("restarts", 0))
+    out: Dict[str, List[str]] = {}
+    for rjob in jobset["spec"]["replicatedJobs"]:
+        job_name = f"{name}-{rjob['name']}-0"
+        marks = {"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": rjob["name"],
+                 "jobset.sigs.k8s.io/restart-attempt": restarts,
+                 "jobset.sigs.k8s.io/replicatedjob-replicas": str(rjob["replicas"]),
+                 "jobset.sigs.k8s.io/job-index": "0",
+                 "jobset.sigs.k8s.io/job-key": hashlib.sha1(f"{NS}/{job_name}".encode()).hexdigest()}
+        spec = copy.deepcopy(rjob["template"]["spec"])
+        template_meta = spec["template"].setdefault("metadata", {})
+        template_meta["labels"] = {**(template_meta.get("labels") or {}), **marks}
+        template_meta["annotations"] = {**(template_meta.get("annotations") or {}), **marks}
+        spec["template"]["spec"]["subdomain"] = name  # network.subdomain defaults to the JobSet's name
+        spec["suspend"] = False
+        job = srv.create("batch/v1", "jobs", NS, {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": job_name, "labels": dict(marks), "annotations": dict(marks),
+                         "ownerReferences": [owner_ref(jobset)]},
+            "spec": spec})  # the API server adds job-name and controller-uid to the pod template's labels
+        out[rjob["name"]] = [create_pod(srv, job, job["spec"]["template"], f"{job_name}-{k}-{attempt}x{k}zz", k,
+                                        hostname=f"{job_name}-{k}")
+                             for k in range(spec["completions"])]
+    return out
+
+
+def volcano_pods(srv: FakeApiServer, app_id: str) -> Dict[str, List[str]]:
+    """What Volcano's job controller does (createJobPod, then its svc plugin): per task and index a pod
+    ``{job}-{task}-{k}`` owned by the Volcano Job, labelled ``volcano.sh/task-index``, ``job-name``,
+    ``task-spec``, ``job-namespace``, ``queue-name``, annotated with the same and its PodGroup, job version and
+    retry count; hostname its own name, subdomain the job's. Returns the pod names per task (= role key)."""
+    name = name_of(app_id)
+    vcjob = srv.get(*VOLCANO_API, NS, name)
+    assert vcjob is not None, name
+    status = vcjob.get("status") or {}
+    queue = vcjob["spec"].get("queue") or "default"  # the admission webhook's default
+    out: Dict[str, List[str]] = {}
+    for task in vcjob["spec"]["tasks"]:
+        common = {"volcano.sh/job-name": name, "volcano.sh/task-spec": task["name"], "volcano.sh/queue-name": queue}
+        annotations = {**common, "scheduling.k8s.io/group-name": f"{name}-{vcjob['metadata']['uid']}",
+                       "volcano.sh/job-version": str(status.get("version", 0)),
+                       "volcano.sh/template-uid": f"{name}-{task['name']}",
+                       "volcano.sh/job-retry-count": str(status.get("retryCount", 0))}
+        out[task["name"]] = [create_pod(srv, vcjob, task["template"], f"{name}-{task['name']}-{k}", k,
+                                        hostname=f"{name}-{task['name']}-{k}", subdomain=name,
+                                        extra_labels={**common, "volcano.sh/job-namespace": NS},
+                                        extra_annotations=annotations, index_key="volcano.sh/task-index")
+                             for k in range(task["replicas"])]
+    return out
+
+
+def controller_pods(srv: FakeApiServer, app_id: str, flavor: str, attempt: str = "a") -> Dict[str, List[str]]:
+    """Every pod of the app as its flavor's controllers create them, per role key."""
+    if flavor == "job":
+        name = name_of(app_id)
+        keys = [j["metadata"]["labels"]["torchspec.dev/role-name"]
+                for j in srv.objects("batch/v1", "jobs", NS, f"torchspec.dev/app-id={name}")]
+        return {key: job_pods(srv, app_id, key, attempt) for key in keys}
+    return jobset_pods(srv, app_id, attempt) if flavor == "jobset" else volcano_pods(srv, app_id)
+
+
+def controller_says(srv: FakeApiServer, app_id: str, flavor: str, phase: str, restarts: int = 0) -> None:
+    """The status the JobSet or Volcano controller writes for ``phase`` (Pending, Running, Restarting, Failed,
+    Completed) after ``restarts`` whole-app restarts. JobSet: ``restarts``, ``replicatedJobsStatus`` and, once it
+    is over, a ``Failed``/``Completed`` condition and ``terminalState``. Volcano: ``state.phase``, the pod counts,
+    ``taskStatusCount``, ``retryCount`` and ``version``."""
+    name = name_of(app_id)
+    now = rfc3339()
+    if flavor == "jobset":
+        jobset = srv.get(*JOBSET_API, NS, name)
+        assert jobset is not None
+        status: Dict[str, Any] = {"restarts": restarts, "replicatedJobsStatus": [
+            {"name": r["name"], "ready": int(phase == "Running"), "succeeded": int(phase == "Completed"),
+             "failed": int(phase == "Failed"), "active": int(phase in ("Pending", "Running")), "suspended": 0}
+            for r in jobset["spec"]["replicatedJobs"]]}
+        if phase in ("Failed", "Completed"):
+            reason, message = {
+                "Failed": ("ReachedMaxRestarts", "jobset failed due to reaching max number of restarts") if restarts
+                else ("FailedJobs", "jobset failed due to job failure"),
+                "Completed": ("AllJobsCompleted", "jobset completed successfully")}[phase]
+            status["conditions"] = [{"type": phase, "status": "True", "reason": reason, "message": message,
+                                     "lastTransitionTime": now}]
+            status["terminalState"] = phase
+        srv.set_status(*JOBSET_API, NS, name, status)
+        return
+    vcjob = srv.get(*VOLCANO_API, NS, name)
+    assert vcjob is not None
+    pods = srv.pods(NS, f"volcano.sh/job-name={name}")
+    phases = [p["status"]["phase"] for p in pods]
+    tasks: Dict[str, Any] = {}
+    for pod in pods:
+        counts = tasks.setdefault(pod["metadata"]["labels"]["volcano.sh/task-spec"], {"phase": {}})["phase"]
+        counts[pod["status"]["phase"]] = counts.get(pod["status"]["phase"], 0) + 1
+    srv.set_status(*VOLCANO_API, NS, name, {
+        "state": {"phase": phase, "lastTransitionTime": now}, "minAvailable": vcjob["spec"]["minAvailable"],
+        **{key: phases.count(p) for key, p in (("pending", "Pending"), ("running", "Running"),
+                                                ("succeeded", "Succeeded"), ("failed", "Failed"))},
+        "taskStatusCount": tasks, "retryCount": restarts, "version": restarts,
+        "conditions": [{"status": phase, "lastTransitionTime": now}]})
+
+
+def restart_app(srv: FakeApiServer, app_id: str, flavor: str) -> int:
+    """A whole-app restart, as the controller does one: the JobSet controller deletes its child Jobs (their pods
+    go with them) and counts ``status.restarts``; Volcano (RestartJob) deletes every pod and counts
+    ``status.retryCount``. Returns the count; the new pods are the caller's to create (:func:`controller_pods`)."""
+    name = name_of(app_id)
+    if flavor == "jobset":
+        jobs = srv.registry.get("batch/v1", "jobs")
+        for job in srv.objects("batch/v1", "jobs", NS, f"jobset.sigs.k8s.io/jobset-name={name}"):
+            srv.store.delete(jobs, NS, job["metadata"]["name"], DeleteOptions(propagation="Foreground"))
+        restarts = int((srv.get(*JOBSET_API, NS, name) or {}).get("status", {}).get("restarts", 0)) + 1
+        controller_says(srv, app_id, flavor, "Running", restarts)
+    else:
+        pods = srv.registry.get("v1", "pods")
+        for pod in srv.pods(NS, f"volcano.sh/job-name={name}"):
+            srv.store.delete(pods, NS, pod["metadata"]["name"])
+        restarts = int((srv.get(*VOLCANO_API, NS, name) or {}).get("status", {}).get("retryCount", 0)) + 1
+        controller_says(srv, app_id, flavor, "Restarting", restarts)
+    return restarts
 
 
 # ----------------------------------------------------------------------------
@@ -240,9 +385,10 @@ def test_status_says_when_a_pod_cannot_be_scheduled(sched: KubernetesScheduler, 
     assert desc.msg == f"trainer/0 cannot be scheduled (Unschedulable): {message}"
 
 
-def test_logs_read_and_follow_a_replica(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:
-    app_id = sched.submit(make_app(), {})
-    t0, t1 = job_pods(apiserver, app_id, "trainer")
+@pytest.mark.parametrize("flavor", ["job", *CONTROLLED])
+def test_logs_read_and_follow_a_replica(sched: KubernetesScheduler, apiserver: FakeApiServer, flavor: str) -> None:
+    app_id = sched.submit(make_app(), {"flavor": flavor})
+    t0, t1 = controller_pods(apiserver, app_id, flavor)["trainer"]
     apiserver.set_pod_phase(NS, t0, "Running")
     apiserver.set_pod_phase(NS, t1, "Running")
     old = datetime.now(timezone.utc) - timedelta(hours=1)
@@ -254,6 +400,7 @@ def test_logs_read_and_follow_a_replica(sched: KubernetesScheduler, apiserver: F
     assert list(sched.log_iter(app_id, "trainer", 0, since=old + timedelta(minutes=30))) == ["step 1\n", "ERROR boom\n"]
     assert list(sched.log_iter(app_id, "trainer", 0, until=old + timedelta(minutes=30))) == ["old line\n"]
     assert list(sched.log_iter(app_id, "trainer", 1)) == ["other replica\n"]
+    assert list(sched.log_iter(app_id, "reader", 0)) == []  # its container has not started
 
     def kubelet() -> None:
         for i in range(3):
@@ -292,6 +439,35 @@ def test_logs_follow_a_replica_into_its_replacement_pod(sched: KubernetesSchedul
         apiserver.append_log(NS, pod, "second try\n")
         time.sleep(0.3)
         apiserver.set_pod_phase(NS, pod, "Succeeded", exit_code=0)
+
+    thread = threading.Thread(target=controller)
+    thread.start()
+    lines = list(sched.log_iter(app_id, "trainer", 0, should_tail=True))
+    thread.join()
+    assert lines == ["first try\n", "--- torchspec: restart 1 of replica trainer/0 ---\n", "second try\n"]
+
+
+@pytest.mark.parametrize("flavor", CONTROLLED)
+def test_logs_follow_a_replica_through_a_whole_app_restart(sched: KubernetesScheduler, apiserver: FakeApiServer,
+                                                           flavor: str) -> None:
+    """JobSet and Volcano restart an app by deleting its pods: following must wait for the new ones."""
+    app_id = sched.submit(make_app(max_retries=1), {"flavor": flavor})
+    t0 = controller_pods(apiserver, app_id, flavor)["trainer"][0]
+    apiserver.set_pod_phase(NS, t0, "Running")
+    apiserver.append_log(NS, t0, "first try\n")
+
+    def controller() -> None:
+        time.sleep(0.3)
+        apiserver.set_pod_phase(NS, t0, "Failed", exit_code=1)
+        time.sleep(0.5)
+        restart_app(apiserver, app_id, flavor)
+        time.sleep(0.5)
+        pod = controller_pods(apiserver, app_id, flavor, attempt="b")["trainer"][0]
+        apiserver.set_pod_phase(NS, pod, "Running")
+        apiserver.append_log(NS, pod, "second try\n")
+        time.sleep(0.3)
+        apiserver.set_pod_phase(NS, pod, "Succeeded", exit_code=0)
+        controller_says(apiserver, app_id, flavor, "Completed", 1)
 
     thread = threading.Thread(target=controller)
     thread.start()
@@ -548,6 +724,143 @@ def test_volcano_submit_status_cancel(sched: KubernetesScheduler, apiserver: Fak
     assert [a.app_id for a in sched.list()] == [app_id]
     sched.cancel(app_id)
     assert apiserver.get("batch.volcano.sh/v1alpha1", "jobs", NS, name) is None and apiserver.pods(NS) == []
+
+
+def expected_host(app_id: str, flavor: str, role: str, k: int) -> str:
+    """The hostname the flavor's controllers give replica ``k``, under the app's subdomain."""
+    name = name_of(app_id)
+    return f"{name}-{role}-0-{k}.{name}" if flavor == "jobset" else f"{name}-{role}-{k}.{name}"
+
+
+@pytest.mark.parametrize("flavor", CONTROLLED)
+def test_status_while_the_pods_go_from_pending_to_running(sched: KubernetesScheduler, apiserver: FakeApiServer,
+                                                          flavor: str) -> None:
+    app_id = sched.submit(make_app(), {"flavor": flavor})
+    desc = sched.describe(app_id)  # no pods yet
+    assert desc is not None and desc.state == AppState.PENDING
+    assert [(r.role, [(x.id, x.state, x.hostname) for x in r.replicas]) for r in desc.roles_statuses] == [
+        ("trainer", [(k, AppState.PENDING, expected_host(app_id, flavor, "trainer", k)) for k in (0, 1)]),
+        ("reader", [(0, AppState.PENDING, expected_host(app_id, flavor, "reader", 0))])]
+
+    pods = controller_pods(apiserver, app_id, flavor)
+    (t0, t1), (r0,) = pods["trainer"], pods["reader"]
+    controller_says(apiserver, app_id, flavor, "Pending")
+    message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    apiserver.set_status("v1", "pods", NS, t1, {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]})
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.PENDING
+    assert desc.msg == f"trainer/1 cannot be scheduled (Unschedulable): {message}"
+    assert [[x.state for x in r.replicas] for r in desc.roles_statuses] == [[AppState.PENDING] * 2, [AppState.PENDING]]
+    assert [x.hostname for x in desc.roles_statuses[0].replicas] == [expected_host(app_id, flavor, "trainer", k)
+                                                                     for k in (0, 1)]
+    apiserver.set_pod_phase(NS, t1, "Pending")  # scheduled now: its container is being created
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.PENDING
+    assert desc.msg == ("volcano job Pending" if flavor == "volcano" else "")
+
+    apiserver.set_pod_phase(NS, t0, "Running")
+    apiserver.set_pod_phase(NS, t1, "Running")  # the reader's container is still being created
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.RUNNING
+    assert [[x.state for x in r.replicas] for r in desc.roles_statuses] == [[AppState.RUNNING] * 2, [AppState.PENDING]]
+    apiserver.set_pod_phase(NS, r0, "Running")
+    controller_says(apiserver, app_id, flavor, "Running")
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.RUNNING and desc.num_restarts == 0 and desc.msg == ""
+    assert all(x.state == AppState.RUNNING for r in desc.roles_statuses for x in r.replicas)
+    assert [(a.app_id, a.state) for a in sched.list()] == [(app_id, AppState.RUNNING)]
+
+
+@pytest.mark.parametrize("flavor", CONTROLLED)
+def test_a_failed_pod_then_the_controller_fails_the_app(sched: KubernetesScheduler, apiserver: FakeApiServer,
+                                                        flavor: str) -> None:
+    app_id = sched.submit(make_app(max_retries=1), {"flavor": flavor})  # one whole-app restart
+    pods = controller_pods(apiserver, app_id, flavor)
+    for pod in pods["trainer"] + pods["reader"]:
+        apiserver.set_pod_phase(NS, pod, "Running")
+    controller_says(apiserver, app_id, flavor, "Running")
+    apiserver.set_pod_phase(NS, pods["trainer"][1], "Failed", exit_code=3, message="loss is NaN")
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.RUNNING  # the controller has not acted yet
+    failed = desc.roles_statuses[0].replicas[1]
+    assert (failed.state, failed.exit_code, failed.num_restarts) == (AppState.FAILED, 3, 0)  # type: ignore
+    assert failed.msg == desc.msg == "trainer/1 exited with code 3: loss is NaN"  # type: ignore[attr-defined]
+    assert desc.roles_statuses[0].replicas[0].state == AppState.RUNNING
+
+    assert restart_app(apiserver, app_id, flavor) == 1
+    pods = controller_pods(apiserver, app_id, flavor, attempt="b")
+    for pod in pods["trainer"] + pods["reader"]:
+        apiserver.set_pod_phase(NS, pod, "Running")
+    controller_says(apiserver, app_id, flavor, "Running", restarts=1)
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.RUNNING and desc.num_restarts == 1 and desc.msg == ""
+    replica = desc.roles_statuses[0].replicas[1]
+    assert (replica.state, replica.exit_code) == (AppState.RUNNING, None)  # type: ignore[attr-defined]
+
+    apiserver.set_pod_phase(NS, pods["trainer"][0], "Failed", exit_code=3, reason="Error")
+    assert sched.describe(app_id).state == AppState.RUNNING  # type: ignore[union-attr]
+    controller_says(apiserver, app_id, flavor, "Failed", restarts=1)
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.FAILED and desc.num_restarts == 1
+    assert desc.msg == "trainer/0 exited with code 3"
+    failed = desc.roles_statuses[0].replicas[0]
+    assert (failed.state, failed.exit_code) == (AppState.FAILED, 3)  # type: ignore[attr-defined]
+    assert [(a.app_id, a.state) for a in sched.list()] == [(app_id, AppState.FAILED)]
+
+
+@pytest.mark.parametrize("flavor", CONTROLLED)
+def test_a_controlled_app_succeeds_when_its_controller_says_so(sched: KubernetesScheduler, apiserver: FakeApiServer,
+                                                               flavor: str) -> None:
+    app_id = sched.submit(make_app(), {"flavor": flavor})
+    pods = controller_pods(apiserver, app_id, flavor)
+    for pod in pods["trainer"] + pods["reader"]:
+        apiserver.set_pod_phase(NS, pod, "Succeeded", exit_code=0)
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.RUNNING  # every pod done; the controller has not said so
+    controller_says(apiserver, app_id, flavor, "Completed")
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.SUCCEEDED and desc.msg == ""
+    assert [x.exit_code for r in desc.roles_statuses for x in r.replicas] == [0, 0, 0]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("flavor", CONTROLLED)
+def test_list_and_describe_a_controlled_app_from_a_new_scheduler(sched: KubernetesScheduler, apiserver: FakeApiServer,
+                                                                 flavor: str) -> None:
+    app = make_app(port_map={"c10d": 29500}, max_retries=2, retry_policy=specs.RetryPolicy.REPLICA,
+                   resource=specs.Resource(cpu=2, gpu=0, memMB=1024),
+                   mounts=[specs.VolumeMount("data", "/data", read_only=True)])
+    first = sched.submit(app, {"flavor": flavor})
+    pods = controller_pods(apiserver, first, flavor)
+    for pod in pods["trainer"] + pods["reader"]:
+        apiserver.set_pod_phase(NS, pod, "Running")
+    controller_says(apiserver, first, flavor, "Running")
+    time.sleep(1.02 - time.time() % 1)  # into the next second: creationTimestamp has one-second precision
+    second = sched.submit(make_app(name="second"), {})  # a job-flavor app beside it
+    fresh = KubernetesScheduler("another-session")
+    try:
+        listed = fresh.list()  # a JobSet's child Jobs are no apps of their own
+        assert [(a.app_id, a.state) for a in listed] == [(first, AppState.RUNNING), (second, AppState.PENDING)]
+        desc = fresh.describe(first)
+        assert desc is not None and desc.app_id == first and desc.state == AppState.RUNNING
+        assert [(r.name, r.image, r.num_replicas, r.retry_policy, r.max_retries) for r in desc.roles] == [
+            ("trainer", "busybox:1.36", 2, specs.RetryPolicy.REPLICA, 2),
+            ("reader", "busybox:1.36", 1, specs.RetryPolicy.APPLICATION, 0)]
+        assert desc.roles == app.roles
+        kind = "JobSet" if flavor == "jobset" else "Job"
+        assert desc.metadata["flavor"] == flavor and desc.metadata["session_name"] == "test"
+        assert desc.metadata["objects"] == f"{kind} {name_of(first)}"
+        assert [(r.role, [(x.id, x.hostname) for x in r.replicas]) for r in desc.roles_statuses] == [
+            ("trainer", [(k, expected_host(first, flavor, "trainer", k)) for k in (0, 1)]),
+            ("reader", [(0, expected_host(first, flavor, "reader", 0))])]
+        assert fresh.describe(name_of(first)) is not None  # a bare name: the context's namespace
+        assert fresh.exists(first)
+        fresh.cancel(first)
+        assert fresh.describe(first) is None and apiserver.pods(NS, f"torchspec.dev/app-id={name_of(first)}") == []
+        assert apiserver.objects("batch/v1", "jobs", NS, f"jobset.sigs.k8s.io/jobset-name={name_of(first)}") == []
+        assert [a.app_id for a in fresh.list()] == [second]
+    finally:
+        fresh.close()
 
 
 def test_a_missing_crd_is_one_clear_error(sched: KubernetesScheduler, apiserver: FakeApiServer) -> None:

@@ -1484,15 +1484,18 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
     def _lines(self, app_id: str, role_name: str, key: str, k: int, pattern: Optional[Pattern[str]],
                since: Optional[datetime], until: Optional[datetime], should_tail: bool) -> Iterator[str]:
         done: set = set()  # pod uids read to their end
+        seen: List[str] = []  # pod uids in the order we first read them: controllers may delete old pods
         while True:
             view = self.read_app(app_id)
             attempts = view.attempts(key, k)
             for number, pod in enumerate(attempts):
                 if pod.uid in done:
                     continue
-                if number > 0:
-                    marker = f"--- torchspec: restart {number} of replica {role_name}/{k} ---\n"
-                    if pattern is None or pattern.search(marker):
+                if pod.uid not in seen:
+                    seen.append(pod.uid)
+                    restart = max(number, len(seen) - 1)
+                    marker = f"--- torchspec: restart {restart} of replica {role_name}/{k} ---\n"
+                    if restart > 0 and (pattern is None or pattern.search(marker)):
                         yield marker
                 latest = pod is attempts[-1]
                 follow = should_tail and latest
@@ -1567,8 +1570,11 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         while time.monotonic() < deadline:
             view = self.read_app(app_id)
             attempts = view.attempts(key, k)
-            if not view.exists or not attempts:
+            if not view.exists or view.state in (AppState.FAILED, AppState.SUCCEEDED, AppState.CANCELLED):
                 return False
+            if not attempts:  # a controller restarting the whole app deleted the pods: wait for new ones
+                time.sleep(0.2)
+                continue
             if attempts[-1].uid not in done:
                 return True
             if attempts[-1].phase == "Succeeded" or view.state in (AppState.FAILED, AppState.SUCCEEDED):
