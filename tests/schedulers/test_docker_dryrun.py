@@ -22,10 +22,10 @@ from torchspec.schedulers.docker import (
     container_name,
     copied_env,
     docker_run_opts,
-    parse_stamp,
     view_of,
     workspace_context,
 )
+from torchspec.schedulers.logfile import parse_stamp
 
 
 def role(**kw: object) -> specs.Role:
@@ -225,6 +225,8 @@ def test_parse_stamp() -> None:
     when, rest = parse_stamp(b"2026-11-23T15:01:02.123456789Z hello world")
     assert rest == b"hello world" and when is not None and when.microsecond == 123456 and when.tzinfo is not None
     assert parse_stamp(b"no stamp")[0] is None
+    when, rest = parse_stamp(b"2026-11-23T16:01:02.5+01:00 kubelet line")
+    assert rest == b"kubelet line" and when is not None and when.hour == 16 and when.utcoffset().seconds == 3600
 
 
 def test_workspace_context_is_reproducible_and_honours_dockerignore(tmp_path) -> None:

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List,
 
 from torchspec.errors import BackendError
 from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware
+from torchspec.schedulers.logfile import stamped_lines
 from torchspec.schedulers.replicas import ENV_RANK0_HOST, dns_label, make_app_id, replica_env
 from torchspec.specs import (
     NONE,
@@ -1344,19 +1345,6 @@ def _start_watcher(app_id: str) -> None:
         )
 
 
-_STAMP = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?Z ")
-
-
-def parse_stamp(raw: bytes) -> Tuple[Optional[datetime], bytes]:
-    """Split Docker's RFC 3339 nanosecond timestamp off a log line."""
-    match = _STAMP.match(raw)
-    if match is None:
-        return None, raw
-    fraction = (match.group(2) or b"0")[:6].ljust(6, b"0")
-    when = datetime.strptime(match.group(1).decode() + "." + fraction.decode(), "%Y-%m-%dT%H:%M:%S.%f")
-    return when.replace(tzinfo=timezone.utc), raw[match.end():]
-
-
 def _container_lines(
     client: "docker.DockerClient",
     container_id: str,
@@ -1383,18 +1371,10 @@ def _container_lines(
             chunks: Iterable[bytes] = client.api.logs(container_id, stream=True, follow=True, **params)
         else:
             chunks = [client.api.logs(container_id, stream=False, follow=False, **params)]
-        pending = b""
-        for chunk in chunks:
-            pending += chunk
-            *complete, pending = pending.split(b"\n")
-            for raw in complete:
-                when, text = parse_stamp(raw)
-                if when is not None and (since is not None and when < since or after is not None and when <= after):
-                    continue
-                yield when, text.decode("utf-8", errors="replace") + "\n"
-        if pending:
-            when, text = parse_stamp(pending)
-            yield when, text.decode("utf-8", errors="replace") + "\n"
+        for when, text in stamped_lines(chunks):
+            if when is not None and (since is not None and when < since or after is not None and when <= after):
+                continue
+            yield when, text
     except errors.NotFound:
         return
 

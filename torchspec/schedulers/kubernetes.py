@@ -54,12 +54,13 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Pattern, Sequence, \
     Tuple
 
 from torchspec.errors import BackendError
 from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware
+from torchspec.schedulers.logfile import stamped_lines
 from torchspec.schedulers.replicas import (
     ENV_APP_ID,
     ENV_NUM_REPLICAS,
@@ -1526,19 +1527,10 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
             if getattr(e, "status", None) in (400, 404):  # not started yet, or gone
                 return
             raise api_error(e, f"reading the log of pod {pod}", self._where(context)) from None
-        pending = b""
         try:
-            for chunk in response.stream(amt=65536, decode_content=False):
-                pending += chunk
-                *complete, pending = pending.split(b"\n")
-                for raw in complete:
-                    when, text = parse_stamp(raw)
-                    if since is not None and when is not None and when < since:
-                        continue
-                    yield when, text.decode("utf-8", errors="replace") + "\n"
-            if pending:
-                when, text = parse_stamp(pending)
-                yield when, text.decode("utf-8", errors="replace") + "\n"
+            for when, text in stamped_lines(response.stream(amt=65536, decode_content=False)):
+                if since is None or when is None or when >= since:
+                    yield when, text
         finally:
             response.release_conn()
 
@@ -1625,26 +1617,6 @@ def api_error(e: BaseException, what: str, where: str) -> BackendError:
     kind = {401: "unauthorized", 403: "forbidden", 404: "not found", 409: "conflict", 422: "invalid"}.get(
         status, f"error {status}")
     return BackendError(f"Kubernetes refused {what} ({kind}): {message}", hints.get(status))
-
-
-_STAMP = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d) ")
-
-
-def parse_stamp(raw: bytes) -> Tuple[Optional[datetime], bytes]:
-    """Split the kubelet's RFC 3339 nanosecond timestamp off a log line."""
-    match = _STAMP.match(raw)
-    if match is None:
-        return None, raw
-    fraction = (match.group(2) or b"0")[:6].ljust(6, b"0")
-    when = datetime.strptime(match.group(1).decode() + "." + fraction.decode(), "%Y-%m-%dT%H:%M:%S.%f")
-    zone = match.group(3).decode()
-    if zone != "Z":
-        sign = 1 if zone[0] == "+" else -1
-        from datetime import timedelta
-
-        return when.replace(tzinfo=timezone(sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6])))), \
-            raw[match.end():]
-    return when.replace(tzinfo=timezone.utc), raw[match.end():]
 
 
 # ----------------------------------------------------------------------------

@@ -1,16 +1,18 @@
-"""Reading a replica's log file whose lines start with a timestamp: what ``log_iter`` of
-the ``local`` and ``slurm`` schedulers share.
+"""Timestamped log lines, as ``log_iter`` of every scheduler reads them.
 
-Each scheduler writes ``STAMP<TAB>text`` lines in its own stamp format, so
-it passes its own parser; the reading, the time window, the regex and the
-following (``tail -f`` until the replica can write no more) are the same.
+``local`` and ``slurm`` write ``STAMP<TAB>text`` lines to files, each in its
+own stamp format, so they pass their own parser to :func:`follow_lines`; the
+reading, the time window, the regex and the following (``tail -f`` until the
+replica can write no more) are the same.  Docker and the kubelet stream
+``RFC3339NANO text`` lines: :func:`stamped_lines` reads those.
 """
 
 from __future__ import annotations
 
+import re
 import time
-from datetime import datetime, timezone
-from typing import BinaryIO, Callable, Iterator, Optional, Pattern, Tuple
+from datetime import datetime, timedelta, timezone
+from typing import BinaryIO, Callable, Iterable, Iterator, Optional, Pattern, Tuple
 
 #: ``parse(raw_line, with_time)`` -> (the line's time or None, its text); ``with_time`` False may skip the time.
 LineParser = Callable[[bytes, bool], Tuple[Optional[datetime], str]]
@@ -64,3 +66,36 @@ def follow_lines(
         if time.monotonic() - last_poll >= poll_s:
             last_poll = time.monotonic()
             finished = done()  # one more pass then reads what came meanwhile
+
+
+_RFC3339 = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d) ")
+
+
+def parse_stamp(raw: bytes) -> Tuple[Optional[datetime], bytes]:
+    """Split an RFC 3339 timestamp (nanoseconds allowed, truncated to microseconds) and its space off a line."""
+    match = _RFC3339.match(raw)
+    if match is None:
+        return None, raw
+    fraction = (match.group(2) or b"0")[:6].ljust(6, b"0")
+    when = datetime.strptime(match.group(1).decode() + "." + fraction.decode(), "%Y-%m-%dT%H:%M:%S.%f")
+    zone = match.group(3).decode()
+    offset = timedelta(0) if zone == "Z" else (1 if zone[0] == "+" else -1) * timedelta(
+        hours=int(zone[1:3]), minutes=int(zone[4:6]))
+    return when.replace(tzinfo=timezone(offset)), raw[match.end():]
+
+
+def stamped_lines(chunks: Iterable[bytes]) -> Iterator[Tuple[Optional[datetime], str]]:
+    """``(time, text)`` of every line of a log streamed with timestamps (Docker's, the kubelet's).
+
+    Chunks may end anywhere in a line; each text ends with ``\\n``.
+    """
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for raw in complete:
+            when, text = parse_stamp(raw)
+            yield when, text.decode("utf-8", errors="replace") + "\n"
+    if pending:
+        when, text = parse_stamp(pending)
+        yield when, text.decode("utf-8", errors="replace") + "\n"
