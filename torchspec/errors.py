@@ -77,6 +77,31 @@ class Diagnostic:
         return {k: v for k, v in asdict(self).items() if k != "source_line"}
 
 
+def did_you_mean(word: str, choices: Iterable[Any]) -> str | None:
+    """The choice closest to ``word`` (case-insensitively), or None when nothing is close.
+
+    The one spelling checker of torchspec, so every "did you mean" (keys,
+    schedulers, run options, roles, commands) guesses the same way.
+    """
+    import difflib
+
+    names = [str(c) for c in choices]
+    lowered = {c.lower(): c for c in names}
+    if word.lower() in lowered:
+        return lowered[word.lower()]
+    match = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
+    return lowered[match[0]] if match else None
+
+
+def did_you_mean_hint(word: str, choices: Iterable[Any], what: str = "choices") -> str:
+    """``did you mean 'x'?`` for a near miss, else the list of ``what`` there are (or that there are none)."""
+    names = [str(c) for c in choices]
+    guess = did_you_mean(word, names)
+    if guess is not None:
+        return f"did you mean {guess!r}?"
+    return f"{what}: {', '.join(names)}" if names else f"there are no {what}"
+
+
 class TorchSpecError(Exception):
     """Base of every error torchspec raises on purpose; anything else is a bug."""
 
@@ -88,6 +113,16 @@ class UsageError(TorchSpecError):
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+
+class AppRefusedError(UsageError, ValueError):
+    """A scheduler (or the runner) cannot run this app as it is written.
+
+    No roles, no entrypoint, a resource or mount the backend has no way to
+    provide: the user's to fix, so a usage error (exit 2).  It is also a
+    ``ValueError``, which is what TorchX raises for the same refusals, so code
+    written for TorchX keeps catching it.
+    """
 
 
 class BackendError(TorchSpecError):

@@ -19,7 +19,6 @@ on generated documents.
 from __future__ import annotations
 
 import copy
-import difflib
 import functools
 import json
 import math
@@ -28,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from torchspec.errors import PathPart
+from torchspec.errors import PathPart, did_you_mean
 
 SCHEMA_ID = "https://torchspec.dev/schemas/appdef.schema.json"
 TEMPLATE_REF = {"$ref": "#/$defs/template"}
@@ -215,16 +214,6 @@ def _type_hint(expected: list[str], value: Any) -> str | None:
             return "the template rendered to text; make the value exactly one {{ expression }} to keep its type"
         return "write the number without quotes"
     return None
-
-
-def did_you_mean(word: str, choices: Any) -> str | None:
-    """The closest choice, case-insensitively, or None."""
-    choices = [str(c) for c in choices]
-    lowered = {c.lower(): c for c in choices}
-    if word.lower() in lowered:
-        return lowered[word.lower()]
-    match = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
-    return lowered[match[0]] if match else None
 
 
 # ---------------------------------------------------------------- the compiled validator

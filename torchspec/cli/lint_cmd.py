@@ -119,7 +119,7 @@ def _explain(code: str) -> int:
         return 0
     entry = codes.get(code)
     if entry is None:
-        from torchspec.schema import did_you_mean
+        from torchspec.errors import did_you_mean
 
         guess = did_you_mean(code, list(codes.CODES) + list(codes.NAMES))
         raise UsageError(f"unknown lint code {code!r}", f"did you mean {guess!r}?" if guess else

@@ -72,7 +72,7 @@ def find_component(name_or_path: str) -> str:
     builtins = list_builtins()
     if name_or_path in builtins:
         return builtins[name_or_path][0]
-    from torchspec.schema import did_you_mean
+    from torchspec.errors import did_you_mean
 
     names = list(builtins)
     looks_like_path = os.sep in name_or_path or "/" in name_or_path or name_or_path.endswith(_SPEC_SUFFIXES)

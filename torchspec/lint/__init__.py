@@ -22,7 +22,7 @@ from torchspec.lint import codes
 from torchspec.lint.result import EXIT_ERRORS, EXIT_OK, EXIT_USAGE, LintResult
 from torchspec.loader import LoadedFile, LoadOptions, load_text
 from torchspec.loader.source import FORMATS, MAX_FILE_BYTES, detect_format, read_text
-from torchspec.schema import did_you_mean
+from torchspec.errors import did_you_mean
 
 if TYPE_CHECKING:
     from torchspec.config import Config

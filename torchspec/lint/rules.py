@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 from torchspec.errors import Diagnostic, format_path
 from torchspec.lint import codes
 from torchspec.loader.document import Document, Path
-from torchspec.schema import did_you_mean
+from torchspec.errors import did_you_mean
 
 __all__ = ["MACROS", "SUBSTITUTED_FIELDS", "Rule", "RULES", "check", "find_macros", "fix_env_name",
            "parse_mount_string", "rule"]

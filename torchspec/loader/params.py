@@ -15,7 +15,8 @@ from typing import Any
 
 from torchspec.errors import Diagnostic
 from torchspec.loader.document import Document
-from torchspec.schema import _is_type, did_you_mean
+from torchspec.errors import did_you_mean
+from torchspec.schema import _is_type
 
 TYPES = ("string", "integer", "number", "boolean", "list", "map")
 # Boolean spellings, the same as run options accept (specs.runopts); not imported from

@@ -23,7 +23,7 @@ import signal
 import threading
 from typing import Any, Iterator
 
-from torchspec.schema import did_you_mean
+from torchspec.errors import did_you_mean
 
 #: The largest string or list one ``*`` may build in a template.
 MAX_REPEAT = 100_000

@@ -494,7 +494,7 @@ class Runner:
                     origin[param] = "the runner's component_defaults"
         declared = _declared_params(path)
         if declared is not None:
-            from torchspec.schema import did_you_mean
+            from torchspec.errors import did_you_mean
 
             for param in out:
                 if param not in declared:
@@ -553,7 +553,7 @@ def _validate(app: AppDef) -> None:
 
 
 def _unknown_scheduler(name: str, known: List[str]) -> UnknownSchedulerException:
-    from torchspec.schema import did_you_mean
+    from torchspec.errors import did_you_mean
 
     exc = UnknownSchedulerException(name)
     guess = did_you_mean(name, known)

@@ -39,6 +39,7 @@ from datetime import datetime
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Pattern
 
 from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware
+from torchspec.schedulers.entrypoint import resolve_entrypoint
 from torchspec.schedulers.logfile import follow_lines
 from torchspec.schedulers.replicas import (
     ENV_APP_ID,
@@ -131,29 +132,6 @@ def resolve_image(image: str, cwd: str, use_cwd: bool = False) -> str:
             f" images written for container schedulers."
         )
     return folder
-
-
-def resolve_entrypoint(role_name: str, entrypoint: str, img_root: str, search_path: Optional[str]) -> str:
-    """The program to run: a file under the image folder if there is one, else a command on PATH.
-
-    A relative entrypoint that exists under ``img_root`` becomes its absolute
-    path there; any other is left as written for the replica's ``PATH`` to
-    resolve, after checking here that it does resolve, so a typo fails the
-    submit instead of every replica.
-    """
-    if os.path.isabs(entrypoint):
-        if not os.path.exists(entrypoint):
-            raise ValueError(f"role {role_name!r}: entrypoint {entrypoint} does not exist")
-        return entrypoint
-    under_image = os.path.join(img_root, entrypoint)
-    if os.path.isfile(under_image):
-        return os.path.normpath(under_image)
-    if shutil.which(entrypoint, path=search_path) is not None:
-        return entrypoint
-    raise ValueError(
-        f"role {role_name!r}: entrypoint {entrypoint!r} is neither a file under the image folder {img_root}"
-        f" nor a command on PATH"
-    )
 
 
 def _check_name(kind: str, name: str) -> None:

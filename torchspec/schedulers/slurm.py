@@ -511,7 +511,7 @@ def role_to_component(
     ``--gpus-per-node``.  Without it the replicas are R tasks that Slurm may
     pack onto fewer nodes, so memory is asked per CPU.
     """
-    from torchspec.schedulers.local import resolve_entrypoint
+    from torchspec.schedulers.entrypoint import resolve_entrypoint
 
     if not _ROLE_NAME.match(role.name) or not role.name.strip("."):
         raise ValueError(f"role name {role.name!r} cannot be a log folder name: use letters, digits, _ . -"
