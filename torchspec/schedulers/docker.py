@@ -1325,7 +1325,7 @@ def _in_parallel(fn: Callable[[Any], Any], items: List[Any]) -> None:
 
 def _watcher_log(app_id: str) -> str:
     """Where the watcher of ``app_id`` writes what it does (under the state folder, as local apps)."""
-    from torchspec.schedulers.local_state import default_state_dir
+    from torchspec.schedulers.state_dir import default_state_dir
 
     return os.path.join(default_state_dir(), "docker", f"{app_id}.watcher.log")
 

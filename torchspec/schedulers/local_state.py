@@ -28,6 +28,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+from torchspec.schedulers.state_dir import default_state_dir
+
 #: Bump when ``state.json`` or ``request.json`` change incompatibly.
 FORMAT_VERSION = 1
 
@@ -59,17 +61,6 @@ STARTUP_TIMEOUT_S = 120.0
 # App ids become folder names: no separators, no leading dot, nothing a shell
 # would need quoted.
 _APP_ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-
-
-def default_state_dir() -> str:
-    """``$TORCHSPEC_HOME``, else ``$XDG_STATE_HOME/torchspec``, else ``~/.local/state/torchspec``."""
-    home = os.environ.get("TORCHSPEC_HOME")
-    if home:
-        return os.path.abspath(os.path.expanduser(home))
-    xdg = os.environ.get("XDG_STATE_HOME")
-    if xdg:
-        return os.path.join(os.path.abspath(os.path.expanduser(xdg)), "torchspec")
-    return os.path.join(os.path.expanduser("~"), ".local", "state", "torchspec")
 
 
 def is_valid_app_id(app_id: str) -> bool:

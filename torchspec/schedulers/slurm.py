@@ -477,7 +477,7 @@ def _no_nul(role: str, what: str, text: str) -> str:
 
 def default_log_root() -> str:
     """``$TORCHSPEC_HOME/slurm`` (else ``~/.local/state/torchspec/slurm``): on a login node, home is shared."""
-    from torchspec.schedulers.local_state import default_state_dir
+    from torchspec.schedulers.state_dir import default_state_dir
 
     return os.path.join(default_state_dir(), "slurm")
 
