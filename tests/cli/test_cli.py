@@ -202,3 +202,12 @@ def test_lint_show_env(tmp_path) -> None:
 def test_lint_of_the_repository_root_skips_json_schemas() -> None:
     r = run("lint")
     assert r.returncode == 0, r.stdout
+
+
+def test_readme_and_help_show_the_exit_codes_of_the_one_table() -> None:
+    from torchspec.exit_codes import ExitCode, help_text, markdown_table
+
+    assert markdown_table() in (ROOT / "README.md").read_text()
+    r = subprocess.run([sys.executable, "-m", "torchspec", "--help"], capture_output=True, text=True, check=True)
+    assert all(line.strip() in r.stdout for line in help_text().splitlines())
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 5, 6, 124, 130]  # stable: never renumbered

@@ -317,7 +317,7 @@ def test_console_helpers_plain_and_stable() -> None:
 
 
 def test_app_exit_codes() -> None:
-    from torchspec.cli.apps_cmd import app_exit_code
+    from torchspec.exit_codes import for_app_state as app_exit_code
     from torchspec.specs import AppState
 
     assert [app_exit_code(s) for s in (AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED, AppState.UNKNOWN)] \

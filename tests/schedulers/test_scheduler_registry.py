@@ -90,7 +90,7 @@ def test_local_is_built_in_and_the_default() -> None:
 
 
 def test_unknown_scheduler_suggests_a_name() -> None:
-    with pytest.raises(specs.UnknownSchedulerException, match=r"Unknown scheduler: 'locl'\. Did you mean: local\?"):
+    with pytest.raises(specs.UnknownSchedulerException, match=r"Unknown scheduler: 'locl'\. Did you mean 'local'\?"):
         get_scheduler_factory("locl")
     with pytest.raises(specs.UnknownSchedulerException, match="Registered schedulers: local"):
         get_scheduler_factory("kubernetes-but-not-installed")

@@ -1,15 +1,22 @@
-"""All of the CLI's terminal output for messages goes through here.
+"""All of the CLI's terminal output goes through here: messages, tables, state colours, the live status view.
 
-Colour only on a terminal (and never with NO_COLOR); rich is imported only
-when colour is on.
+Plain text is the contract (scripts and tests read it); colour is decoration
+added only on a terminal (and never with NO_COLOR), and rich is imported only
+when colour is on, so commands that print a few lines stay fast.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Iterable, TextIO
+import contextlib
+import json
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TextIO
 
 from torchspec.errors import Diagnostic
+
+if TYPE_CHECKING:
+    from torchspec.specs import AppStatus, ReplicaStatus
 
 
 def error(message: str, hint: str | None = None, stream: TextIO | None = None) -> None:
@@ -39,17 +46,20 @@ def diagnostics(found: Iterable[Diagnostic], stream: TextIO | None = None) -> No
 # added on top only when the stream is a terminal and NO_COLOR is unset, so the
 # layout never depends on it.  rich is imported only on that coloured path.
 
-#: rich style per app/replica state name; states not listed stay unstyled.
-STATE_STYLES: dict[str, str] = {
-    "SUCCEEDED": "bold green",
-    "FAILED": "bold red",
-    "CANCELLED": "bold yellow",
-    "RUNNING": "bold cyan",
-    "PENDING": "blue",
-    "SUBMITTED": "blue",
-    "UNSUBMITTED": "dim",
-    "UNKNOWN": "magenta",
+#: Each app/replica state's colour, as a rich style (tables, the live view) and as the same ANSI SGR code
+#: (line-by-line output, where a rich render per line would cost too much); states not listed stay unstyled.
+_STATE_COLORS: dict[str, tuple[str, str]] = {
+    "SUCCEEDED": ("bold green", "1;32"),
+    "FAILED": ("bold red", "1;31"),
+    "CANCELLED": ("bold yellow", "1;33"),
+    "RUNNING": ("bold cyan", "1;36"),
+    "PENDING": ("blue", "34"),
+    "SUBMITTED": ("blue", "34"),
+    "UNSUBMITTED": ("dim", "2"),
+    "UNKNOWN": ("magenta", "35"),
 }
+#: rich style per state name.
+STATE_STYLES: dict[str, str] = {state: style for state, (style, _) in _STATE_COLORS.items()}
 
 # ANSI colours for log prefixes: log lines are the hot path of ``logs -f``, so
 # they are coloured with plain escape codes rather than a rich render per line.
@@ -86,11 +96,9 @@ def log_prefix(role: str, replica_id: int | str, color: bool, width: int = 0) ->
 
 def styled_state(state: str, color: bool) -> str:
     """The state name, in its colour when ``color`` (ANSI, for line-by-line output)."""
-    if not color or state not in STATE_STYLES:
+    if not color or state not in _STATE_COLORS:
         return state
-    codes = {"bold green": "1;32", "bold red": "1;31", "bold yellow": "1;33", "bold cyan": "1;36", "blue": "34",
-             "dim": "2", "magenta": "35"}
-    return f"\x1b[{codes[STATE_STYLES[state]]}m{state}{_ANSI_RESET}"
+    return f"\x1b[{_STATE_COLORS[state][1]}m{state}{_ANSI_RESET}"
 
 
 def table(headers: list[str], rows: list[list[str]], stream: TextIO | None = None, color: bool | None = None,
@@ -103,7 +111,7 @@ def table(headers: list[str], rows: list[list[str]], stream: TextIO | None = Non
     """
     stream = stream or sys.stdout
     color = use_color(stream) if color is None else color
-    cells = [[_printable(c) for c in row] for row in rows]
+    cells = [[printable(c) for c in row] for row in rows]
     if color:
         from rich.console import Console
         from rich.table import Table
@@ -136,7 +144,140 @@ def highlighted(text: str, lexer: str, stream: TextIO | None = None) -> None:
     Console(file=stream, highlight=False).print(Syntax(text, lexer, word_wrap=True, background_color="default"))
 
 
-def _printable(value: object) -> str:
+def printable(value: object) -> str:
     """One-line text of a table cell: control characters (escape sequences, newlines) made visible."""
     text = "" if value is None else str(value)
     return "".join(c if c.isprintable() else ("\u23ce" if c == "\n" else f"\\x{ord(c):02x}") for c in text)
+
+
+# --- app status: the table of replicas, and the view that follows an app while it runs ---------------------------
+
+STATUS_HEADERS = ["ROLE", "REPLICA", "STATE", "EXIT", "RESTARTS", "HOST", "MESSAGE"]
+
+
+def print_status(handle: str, app_status: "AppStatus", roles: list[str] | None = None) -> None:
+    """A header with the app's state, then the replica table."""
+    color = use_color()
+    print(f"app:      {handle}")
+    print(f"state:    {styled_state(str(app_status.state), color)}")
+    print(f"restarts: {app_status.num_restarts}")
+    if app_status.msg:
+        print(f"message:  {printable(app_status.msg)}")
+    if app_status.ui_url:
+        print(f"ui:       {app_status.ui_url}")
+    rows = replica_rows(app_status, roles)
+    if rows:
+        print()
+        table(STATUS_HEADERS, rows, color=color)
+
+
+def replica_rows(app_status: "AppStatus", roles: list[str] | None = None) -> list[list[str]]:
+    """One row per replica (of ``roles``, or all), in role order then replica id."""
+    return [replica_row(r) for role in app_status.roles if not roles or role.role in roles
+            for r in sorted(role.replicas, key=lambda r: r.id)]
+
+
+def replica_row(replica: "ReplicaStatus") -> list[str]:
+    """One table row; fields a scheduler does not report show as ``-``."""
+    exit_code, message = _reply(replica)
+    restarts = getattr(replica, "num_restarts", None)
+    return [replica.role, str(replica.id), str(replica.state),
+            "-" if exit_code is None else str(exit_code),
+            "-" if restarts is None else str(restarts),
+            replica.hostname or "-", message or ""]
+
+
+def _reply(replica: "ReplicaStatus") -> tuple[Any, str]:
+    """(exit code, message) from the replica's own fields, else from the reply file it left."""
+    from torchspec.specs import NONE
+
+    exit_code = getattr(replica, "exit_code", None)
+    message = getattr(replica, "msg", "") or ""
+    raw = replica.structured_error_msg
+    if raw and raw != NONE:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = None
+        inner = data.get("message") if isinstance(data, dict) else None
+        if isinstance(inner, dict):
+            message = message or str(inner.get("message", ""))
+            exit_code = exit_code if exit_code is not None else inner.get("errorCode")
+        elif isinstance(inner, str):
+            message = message or inner
+            exit_code = exit_code if exit_code is not None else data.get("errorCode")  # type: ignore[union-attr]
+        elif not message:
+            message = raw
+    return exit_code, message.strip().splitlines()[0] if message.strip() else ""
+
+
+@contextlib.contextmanager
+def status_view(handle: str, stream: TextIO, live: bool, quiet: bool = False,
+                ) -> Iterator[Callable[["AppStatus"], None]]:
+    """A function to call with each new status of an app, showing it on ``stream``.
+
+    ``live``: a rich table of every replica, redrawn in place (a terminal).
+    Otherwise one line per change of the app's state or restart count, so CI
+    logs stay short.  ``quiet``: nothing at all.
+    """
+    if quiet:
+        yield lambda status: None
+        return
+    if live:
+        with _live_view(handle, stream) as show:
+            yield show
+        return
+    last: list[tuple[str, int]] = []
+
+    def show(status: "AppStatus") -> None:
+        seen = (str(status.state), status.num_restarts)
+        if last and last[-1] == seen:
+            return
+        last.append(seen)
+        restarts = f" (restarts: {status.num_restarts})" if status.num_restarts else ""
+        print(f"{time.strftime('%H:%M:%S')} {handle} {seen[0]}{restarts}", file=stream, flush=True)
+
+    yield show
+
+
+@contextlib.contextmanager
+def _live_view(handle: str, stream: TextIO) -> Iterator[Callable[["AppStatus"], None]]:
+    from rich.console import Console, Group
+    from rich.live import Live
+    from rich.table import Table
+    from rich.text import Text
+
+    def render(s: "AppStatus") -> Any:
+        header = Text.assemble((handle, "bold"), "  ", (str(s.state), STATE_STYLES.get(str(s.state), "")),
+                               f"  restarts: {s.num_restarts}")
+        tbl = Table(box=None, header_style="bold", pad_edge=False)
+        for h in STATUS_HEADERS:
+            tbl.add_column(h, overflow="fold")
+        for row in replica_rows(s):
+            cells = [printable(c) for c in row]
+            tbl.add_row(*(Text(c, style=STATE_STYLES.get(c, "") if i == 2 else "") for i, c in enumerate(cells)))
+        return Group(header, tbl)
+
+    with Live(Text(handle), console=Console(file=stream), refresh_per_second=4, transient=False) as display:
+        yield lambda status: display.update(render(status))
+
+
+@contextlib.contextmanager
+def progress(title: str, label: str, stream: TextIO | None = None) -> Iterator[Callable[[str], None]]:
+    """A function to call with each step of a long operation (an image build) on ``stream`` (stderr).
+
+    A spinner showing the current step on a terminal; one ``label: step``
+    line per step elsewhere (CI logs).
+    """
+    stream = stream or sys.stderr
+    if not use_color(stream):
+        yield lambda line: print(f"{label}: {line}", file=stream, flush=True)
+        return
+    from rich.console import Console
+
+    status = Console(file=stream).status(title)
+    status.start()
+    try:
+        yield lambda line: status.update(f"{label}: {line}")
+    finally:
+        status.stop()

@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from torchspec.cli.apps_cmd import EXIT_OK, check_scheduler, dump_json, open_runner
+from torchspec.cli.apps_cmd import dump_json, open_runner
+from torchspec.exit_codes import ExitCode
 
 
 @click.command()
@@ -17,7 +18,7 @@ def runopts(scheduler: str | None) -> int:
     Exit codes: 0 ok, 2 unknown scheduler.
     """
     with open_runner() as runner:
-        names = [check_scheduler(runner, scheduler)] if scheduler else list(runner.scheduler_backends())
+        names = [runner.check_scheduler(scheduler)] if scheduler else list(runner.scheduler_backends())
         for i, name in enumerate(names):
             if i:
                 click.echo()
@@ -31,7 +32,7 @@ def runopts(scheduler: str | None) -> int:
                 opts = runner.scheduler_run_opts(name)
             text = repr(opts) if len(opts) else "    (no run options)"
             click.echo(f"{name}:\n{text}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 @click.command()
@@ -47,11 +48,11 @@ def schedulers(as_json: bool) -> int:
         default = runner.default_scheduler()
     if as_json:
         dump_json([{"name": n, "default": n == default} for n in names])
-        return EXIT_OK
+        return ExitCode.OK
     width = max((len(n) for n in names), default=0)
     for name in names:
         click.echo(f"{name.ljust(width)}  (default)" if name == default else name)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 @click.command()
@@ -67,11 +68,11 @@ def builtins(as_json: bool) -> int:
     found = list_builtins()
     if as_json:
         dump_json([{"name": name, "description": desc, "path": path} for name, (path, desc) in found.items()])
-        return EXIT_OK
+        return ExitCode.OK
     from torchspec.cli import console
 
     console.table(["NAME", "DESCRIPTION"], [[name, desc] for name, (_, desc) in found.items()], state_column=None)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 @click.command("config")
@@ -94,7 +95,7 @@ def config_cmd(as_json: bool) -> int:
     if as_json:
         dump_json({"files": list(cfg.files),
                    "settings": [{"key": k, "value": v, "source": s} for k, v, s in rows]})
-        return EXIT_OK
+        return ExitCode.OK
     from torchspec.cli import console
 
     if cfg.files:
@@ -104,7 +105,7 @@ def config_cmd(as_json: bool) -> int:
     click.echo()
     console.table(["KEY", "VALUE", "FROM"], [[k, _toml(v), s] for k, v, s in rows], state_column=None)
     sys.stdout.flush()
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _toml(value: object) -> str:

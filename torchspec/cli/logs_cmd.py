@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Iterable, TextIO
 
 import click
 
-from torchspec.cli.apps_cmd import EXIT_OK, open_runner, require_status
-from torchspec.errors import UsageError
+from torchspec.cli.apps_cmd import open_runner
+from torchspec.exit_codes import ExitCode
+from torchspec.errors import UsageError, did_you_mean_hint
 
 if TYPE_CHECKING:
     from torchspec.runner import Runner
@@ -99,7 +100,7 @@ def resolve_targets(runner: "Runner", handle: str, selector: str | None) -> list
     Replica counts come from the AppDef the app was submitted with; the
     status is the fallback for schedulers that cannot describe an app.
     """
-    status = require_status(runner, handle)
+    status = runner.require_status(handle)
     replicas: dict[str, list[int]] = {}
     app = runner.describe(handle)
     if app is not None:
@@ -112,11 +113,7 @@ def resolve_targets(runner: "Runner", handle: str, selector: str | None) -> list
         return [Target(role, i) for role, ids in replicas.items() for i in sorted(ids)]
     role, _, replica = selector.partition("/")
     if role not in replicas:
-        import difflib
-
-        guess = difflib.get_close_matches(role, list(replicas), n=1)
-        raise UsageError(f"app {handle} has no role {role!r}",
-                         f"did you mean {guess[0]!r}?" if guess else "its roles: " + ", ".join(replicas))
+        raise UsageError(f"app {handle} has no role {role!r}", did_you_mean_hint(role, replicas, "its roles"))
     if not replica:
         return [Target(role, i) for i in sorted(replicas[role])]
     if not replica.isdigit() or int(replica) not in replicas[role]:
@@ -246,4 +243,4 @@ def logs(handle: str, selector: str | None, follow: bool, regex: str | None, sin
             raise UsageError(f"the {scheduler} scheduler cannot show logs") from None
         except ValueError as e:  # the scheduler's word for a request it cannot serve (e.g. a stream it lacks)
             raise UsageError(f"cannot read the logs of {handle}: {e}") from None
-    return EXIT_OK
+    return ExitCode.OK

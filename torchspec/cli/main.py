@@ -3,15 +3,8 @@
 Commands are imported only when invoked, so ``torchspec --version`` and
 ``torchspec lint`` never pay for docker, kubernetes or rich.
 
-Exit codes (stable, documented in README):
-  0  success, or lint found nothing, or the app SUCCEEDED (wait, submit --wait/--log)
-  1  the spec (or a lint run) has errors
-  2  usage error: bad option, missing file, unknown code, scheduler, component or app handle
-  3  internal error (a bug in torchspec; set TORCHSPEC_DEBUG=1 for the traceback)
-  4  the app FAILED (wait, submit --wait/--log)
-  5  the app was CANCELLED (wait, submit --wait/--log)
-  6  the scheduler's backend cannot be reached or refused the request (e.g. no Docker engine)
-  124  wait --timeout ran out before the app ended
+Exit codes are :class:`torchspec.exit_codes.ExitCode`; ``--help`` and README
+print the table generated from it.
 """
 
 from __future__ import annotations
@@ -20,12 +13,6 @@ import importlib
 import os
 import sys
 from typing import Any
-
-EXIT_OK = 0
-EXIT_SPEC_ERROR = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
-EXIT_BACKEND = 6
 
 #: command name -> (module, attribute, one-line help); help here keeps `--help` from importing every command
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -55,45 +42,47 @@ def main(argv: list[str] | None = None) -> None:
         from torchspec.version import __version__
 
         print(f"torchspec {__version__}")
-        sys.exit(EXIT_OK)
+        sys.exit(0)
     cli = build_cli()
     try:
         code = cli.main(args=args, prog_name="torchspec", standalone_mode=False)
     except Exception as e:  # noqa: BLE001 - the one place that turns every failure into an exit code
         code = _handle(e)
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
+    sys.exit(int(code) if isinstance(code, int) else 0)
 
 
 def _handle(e: BaseException) -> int:
+    """The exit code for an exception, after printing what the user needs to know about it."""
     import click
 
     from torchspec.cli import console
     from torchspec.errors import BackendError, SpecError, UsageError
+    from torchspec.exit_codes import ExitCode
 
     if isinstance(e, click.exceptions.Exit):
         return e.exit_code
     if isinstance(e, click.exceptions.Abort):
         console.error("aborted")
-        return 130
+        return ExitCode.INTERRUPTED
     if isinstance(e, click.ClickException):
         e.show()
-        return EXIT_USAGE if isinstance(e, click.UsageError) else e.exit_code
+        return ExitCode.USAGE if isinstance(e, click.UsageError) else e.exit_code
     if isinstance(e, UsageError):
         console.error(e.message, e.hint)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if isinstance(e, BackendError):
         console.error(e.message, e.hint)
-        return EXIT_BACKEND
+        return ExitCode.BACKEND
     if isinstance(e, SpecError):
         console.diagnostics(e.diagnostics)
-        return EXIT_SPEC_ERROR
+        return ExitCode.SPEC_ERROR
     if isinstance(e, BrokenPipeError):
-        return EXIT_OK
+        return ExitCode.OK
     if os.environ.get("TORCHSPEC_DEBUG"):
         raise e
     console.error(f"internal error: {type(e).__name__}: {e}",
                   "this is a bug in torchspec; rerun with TORCHSPEC_DEBUG=1 and report the traceback")
-    return EXIT_INTERNAL
+    return ExitCode.INTERNAL
 
 
 def build_cli() -> Any:
@@ -118,28 +107,20 @@ def build_cli() -> Any:
         def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
             name = args[0] if args else ""
             if name and not name.startswith("-") and name not in COMMANDS:
-                import difflib
+                from torchspec.errors import did_you_mean
 
-                guess = difflib.get_close_matches(name, list(COMMANDS), n=1)
-                hint = f" Did you mean {guess[0]!r}?" if guess else ""
+                guess = did_you_mean(name, COMMANDS)
+                hint = f" Did you mean {guess!r}?" if guess else ""
                 ctx.fail(f"No such command {name!r}.{hint}")
             return super().resolve_command(ctx, args)
 
-    @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    from torchspec.exit_codes import help_text
+
+    @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+                 help="Declarative job specs for distributed PyTorch: lint, render and run them anywhere.\n\n"
+                      "\b\nExit codes:\n" + help_text())
     @click.version_option(__version__, "--version", "-V", prog_name="torchspec", message="%(prog)s %(version)s")
     def cli() -> None:
-        """Declarative job specs for distributed PyTorch: lint, render and run them anywhere.
-
-        \b
-        Exit codes:
-          0  ok; with wait and submit --wait/--log: the app SUCCEEDED
-          1  spec errors found
-          2  usage error (bad option, unknown scheduler, component or app handle)
-          3  internal error
-          4  the app FAILED (wait, submit --wait/--log)
-          5  the app was CANCELLED (wait, submit --wait/--log)
-          6  the scheduler's backend cannot be reached or refused the request
-          124  wait --timeout ran out before the app ended
-        """
+        pass
 
     return cli

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from torchspec.cli.apps_cmd import EXIT_OK, dump_json, open_runner, require_status
+from torchspec.cli.apps_cmd import dump_json, open_runner
+from torchspec.exit_codes import ExitCode
 
 if TYPE_CHECKING:
-    from torchspec.specs import AppStatus, ReplicaStatus
-
-STATUS_HEADERS = ["ROLE", "REPLICA", "STATE", "EXIT", "RESTARTS", "HOST", "MESSAGE"]
+    from torchspec.specs import AppStatus
 
 
 @click.command()
@@ -31,13 +29,15 @@ def status(handle: str, as_json: bool, roles: tuple[str, ...]) -> int:
     reached. Use `torchspec wait` for an exit code that
     says how the app ended.
     """
+    from torchspec.cli import console
+
     with open_runner() as runner:
-        app_status = require_status(runner, handle)
+        app_status = runner.require_status(handle)
     if as_json:
         dump_json(status_json(handle, app_status, list(roles) or None))
-        return EXIT_OK
-    print_status(handle, app_status, list(roles) or None)
-    return EXIT_OK
+        return ExitCode.OK
+    console.print_status(handle, app_status, list(roles) or None)
+    return ExitCode.OK
 
 
 def status_json(handle: str, app_status: "AppStatus", roles: list[str] | None = None) -> dict[str, Any]:
@@ -56,56 +56,3 @@ def status_json(handle: str, app_status: "AppStatus", roles: list[str] | None = 
 
                 replica["state"] = str(AppState(state))
     return data
-
-
-def print_status(handle: str, app_status: "AppStatus", roles: list[str] | None = None) -> None:
-    """A header with the app's state, then the replica table."""
-    from torchspec.cli import console
-
-    color = console.use_color()
-    print(f"app:      {handle}")
-    print(f"state:    {console.styled_state(str(app_status.state), color)}")
-    print(f"restarts: {app_status.num_restarts}")
-    if app_status.msg:
-        print(f"message:  {console._printable(app_status.msg)}")
-    if app_status.ui_url:
-        print(f"ui:       {app_status.ui_url}")
-    rows = [replica_row(app_status, r) for role in app_status.roles if not roles or role.role in roles
-            for r in sorted(role.replicas, key=lambda r: r.id)]
-    if rows:
-        print()
-        console.table(STATUS_HEADERS, rows, color=color)
-
-
-def replica_row(app_status: "AppStatus", replica: "ReplicaStatus") -> list[str]:
-    """One table row; fields a scheduler does not report show as ``-``."""
-    exit_code, message = _reply(replica)
-    restarts = getattr(replica, "num_restarts", None)
-    return [replica.role, str(replica.id), str(replica.state),
-            "-" if exit_code is None else str(exit_code),
-            "-" if restarts is None else str(restarts),
-            replica.hostname or "-", message or ""]
-
-
-def _reply(replica: "ReplicaStatus") -> tuple[Any, str]:
-    """(exit code, message) from the replica's own fields, else from the reply file it left."""
-    from torchspec.specs import NONE
-
-    exit_code = getattr(replica, "exit_code", None)
-    message = getattr(replica, "msg", "") or ""
-    raw = replica.structured_error_msg
-    if raw and raw != NONE:
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            data = None
-        inner = data.get("message") if isinstance(data, dict) else None
-        if isinstance(inner, dict):
-            message = message or str(inner.get("message", ""))
-            exit_code = exit_code if exit_code is not None else inner.get("errorCode")
-        elif isinstance(inner, str):
-            message = message or inner
-            exit_code = exit_code if exit_code is not None else data.get("errorCode")  # type: ignore[union-attr]
-        elif not message:
-            message = raw
-    return exit_code, message.strip().splitlines()[0] if message.strip() else ""

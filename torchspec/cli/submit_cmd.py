@@ -13,25 +13,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import click
 
-from torchspec.cli.apps_cmd import (
-    EXIT_OK,
-    app_exit_code,
-    check_scheduler,
-    open_runner,
-)
+from torchspec.cli.apps_cmd import open_runner
 from torchspec.cli.options import parse_params
-from torchspec.errors import UsageError
+from torchspec.exit_codes import ExitCode, for_app_state
 
 if TYPE_CHECKING:
     from torchspec.runner import Runner
-    from torchspec.specs import CfgVal, runopts
-
-
-class BadRunConfig(UsageError):
-    """A ``-c`` value the scheduler refuses; carries the scheduler's usage text to print under the message."""
-
-    def __init__(self, message: str, scheduler: str, opts: "runopts") -> None:
-        super().__init__(message, f"the run options of {scheduler}:\n{opts!r}")
+    from torchspec.specs import CfgVal
 
 
 def submission_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -52,50 +40,10 @@ def submission_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def run_config(runner: "Runner", scheduler: str, cfg_str: str | None) -> dict[str, "CfgVal"]:
-    """The cfg for ``scheduler``: ``[scheduler.NAME]`` config defaults, then ``-c`` on top, checked and resolved.
-
-    ``runopts.cfg_from_str`` silently drops keys it does not know; a typo on
-    the command line should fail instead, so keys are checked first (with a
-    did-you-mean), and any failure prints the scheduler's usage.
-    """
-    from torchspec.config import load_config, scheduler_cfg
-    from torchspec.specs import InvalidRunConfigException
-    from torchspec.specs.runopts import to_dict
-
-    opts = runner.scheduler_run_opts(scheduler)
-    # the runner merges these too; resolving here as well lets a bad or missing option print the usage
-    cfg: dict[str, CfgVal] = dict(scheduler_cfg(load_config(), scheduler, opts))
-    if cfg_str:
-        try:
-            raw = to_dict(cfg_str)
-        except ValueError as e:
-            raise BadRunConfig(f"cannot read -c {cfg_str!r}: {e}", scheduler, opts) from None
-        known = [key for key, _ in opts]
-        for key in raw:
-            if opts.get(key) is None:
-                import difflib
-
-                guess = difflib.get_close_matches(key, known, n=1)
-                mean = f" (did you mean {guess[0]!r}?)" if guess else ""
-                raise BadRunConfig(f"{scheduler} has no run option {key!r}{mean}", scheduler, opts)
-        for key, text in raw.items():  # cast one by one first, so an error can name its option
-            opt = opts.get(key)
-            try:
-                opt.cast_to_type(text)  # type: ignore[union-attr]
-            except (TypeError, ValueError) as e:
-                raise BadRunConfig(f"bad -c value {key}={text!r}: {e}", scheduler, opts) from None
-        cfg.update(opts.cfg_from_str(cfg_str))
-    try:
-        return opts.resolve(cfg)
-    except InvalidRunConfigException as e:
-        raise BadRunConfig(str(e), scheduler, opts) from None
-
-
 def _prepare(runner: "Runner", scheduler: str | None, cfg_str: str | None) -> tuple[str, dict[str, "CfgVal"]]:
-    """The scheduler to use (checked, with a did-you-mean) and its resolved cfg."""
-    name = check_scheduler(runner, scheduler or runner.default_scheduler())
-    return name, run_config(runner, name, cfg_str)
+    """The scheduler to use (checked, with a did-you-mean) and its cfg (every bad -c key reported at once)."""
+    name = runner.check_scheduler(scheduler)
+    return name, runner.run_options(name, cfg_str)
 
 
 @click.command()
@@ -118,13 +66,13 @@ def submit(component: str, scheduler: str | None, cfg: str | None, params: tuple
     """
     with open_runner() as runner:
         name, run_cfg = _prepare(runner, scheduler, cfg)
-        with _submission(name), _build_progress(workspace):
+        with _build_progress(workspace):
             handle = runner.run_component(component, parse_params(params), name, run_cfg, workspace=workspace,
                                           params_file=params_file)
         click.echo(handle)
         sys.stdout.flush()
         if not (wait_ or log):
-            return EXIT_OK
+            return ExitCode.OK
         from torchspec.cli.wait_cmd import watch
 
         try:
@@ -139,7 +87,7 @@ def submit(component: str, scheduler: str | None, cfg: str | None, params: tuple
             raise
     if log:
         print(f"{handle} {status.state}", file=sys.stderr)
-    return app_exit_code(status.state)
+    return for_app_state(status.state)
 
 
 @click.command()
@@ -163,46 +111,35 @@ def dryrun(component: str, scheduler: str | None, cfg: str | None, params: tuple
 
     with open_runner() as runner:
         name, run_cfg = _prepare(runner, scheduler, cfg)
-        with _submission(name), _build_progress(workspace):
+        with _build_progress(workspace):
             info = runner.dryrun_component(component, parse_params(params), name, run_cfg, workspace=workspace,
                                            params_file=params_file)
     from torchspec.loader.template import redact_env
 
     text = str(info)
     console.highlighted(text if reveal_env else redact_env(text), "yaml")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 @contextlib.contextmanager
 def _build_progress(workspace: str | None) -> Iterator[None]:
-    """Show a scheduler's image build on stderr while it runs: a spinner with the current step on a
-    terminal, one line per step otherwise (CI logs). Schedulers report steps at INFO on their logger."""
+    """Show a scheduler's image build on stderr while it runs (schedulers report steps at INFO on their logger)."""
     if not workspace:
         yield
         return
-    from torchspec.cli.console import use_color
+    from torchspec.cli import console
 
     logger = logging.getLogger("torchspec.schedulers")
-    handler: logging.Handler
-    status = None
-    if use_color(sys.stderr):
-        from rich.console import Console
-
-        status = Console(stderr=True).status(f"building the workspace {workspace}")
-        status.start()
-        handler = _CallbackHandler(lambda line: status.update(f"workspace: {line}"))  # type: ignore[union-attr]
-    else:
-        handler = _CallbackHandler(lambda line: print(f"workspace: {line}", file=sys.stderr, flush=True))
-    old_level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(old_level)
-        if status is not None:
-            status.stop()
+    with console.progress(f"building the workspace {workspace}", "workspace") as show:
+        handler = _CallbackHandler(show)
+        old_level = logger.level
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(old_level)
 
 
 class _CallbackHandler(logging.Handler):
@@ -214,13 +151,3 @@ class _CallbackHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.callback(record.getMessage())
-
-
-@contextlib.contextmanager
-def _submission(scheduler: str) -> Iterator[None]:
-    """Around a submission, ``ValueError`` is the runner's and scheduler's "this app cannot run here"
-    (no roles, no entrypoint, a resource the backend needs): the user's to fix, so a usage error."""
-    try:
-        yield
-    except ValueError as e:
-        raise UsageError(f"{scheduler} cannot run this app: {e}") from None

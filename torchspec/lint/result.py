@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from torchspec.errors import Diagnostic
+from torchspec.exit_codes import ExitCode
 
-EXIT_OK = 0
-EXIT_ERRORS = 1
-EXIT_USAGE = 2
+#: The exit codes lint uses, by the names the Python API has always exported.
+EXIT_OK = ExitCode.OK
+EXIT_ERRORS = ExitCode.SPEC_ERROR
+EXIT_USAGE = ExitCode.USAGE
 
 
 @dataclass
@@ -30,7 +32,7 @@ class LintResult:
     def warning_count(self) -> int:
         return sum(1 for d in self.diagnostics if not d.is_error)
 
-    def exit_code(self, strict: bool = False) -> int:
+    def exit_code(self, strict: bool = False) -> ExitCode:
         """1 when an error was found (or, with ``strict``, any warning), else 0."""
         if self.error_count or (strict and self.warning_count):
             return EXIT_ERRORS

@@ -58,13 +58,11 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from torchspec.errors import Diagnostic, UsageError
 
 if TYPE_CHECKING:
-    from torchspec.config import Config
     from torchspec.lint import LintOptions
     from torchspec.loader import LoadedDocument, LoadedFile
     from torchspec.schedulers.api import Scheduler
-    from torchspec.specs import CfgVal, runopts
 
-__all__ = ["SchedulerCheck", "prepare", "resolve_cfg", "DEFAULT_K8S_VERSIONS", "META_POD_PATCH"]
+__all__ = ["SchedulerCheck", "prepare", "DEFAULT_K8S_VERSIONS", "META_POD_PATCH"]
 
 REFUSES = "TS601"
 SCHEMA = "TS602"
@@ -86,68 +84,12 @@ _CRD_PATH = re.compile(r"^spec\.(?P<where>replicatedJobs|tasks)\.(?P<index>\d+)(
 # ---------------------------------------------------------------- settings
 
 
-def resolve_cfg(name: str, opts: "runopts", given: Mapping[str, Any] | str | None,
-                config: "Config | None" = None) -> dict[str, "CfgVal"]:
-    """The cfg ``submit -s NAME -c ...`` would use: ``[scheduler.NAME]`` defaults from ``config``, then ``given``
-    (a mapping, or ``-c`` text such as ``"flavor=jobset,queue=q"``), checked and resolved.
-
-    Unknown keys and values of the wrong type are usage errors naming the option (with a did-you-mean),
-    rather than being dropped as ``runopts.cfg_from_str`` does.
-    """
-    from torchspec.specs import InvalidRunConfigException
-    from torchspec.specs.runopts import to_dict
-
-    usage = f"the run options of {name}:\n{opts!r}"
-    cfg: dict[str, CfgVal] = {}
-    if config is not None:
-        from torchspec.config import scheduler_cfg
-
-        cfg.update(scheduler_cfg(config, name, opts))
-    if isinstance(given, str):
-        try:
-            raw: Mapping[str, Any] = to_dict(given)
-        except ValueError as e:
-            raise UsageError(f"cannot read -c {given!r}: {e}", usage) from None
-    else:
-        raw = dict(given or {})
-    known = [key for key, _ in opts]
-    for key, value in raw.items():
-        opt = opts.get(key)
-        if opt is None:
-            import difflib
-
-            guess = difflib.get_close_matches(key, known, n=1)
-            mean = f" (did you mean {guess[0]!r}?)" if guess else ""
-            raise UsageError(f"-c: {name} has no run option {key!r}{mean}", usage)
-        if isinstance(value, str) and opt.opt_type is not str:
-            try:
-                value = opt.cast_to_type(value)
-            except (TypeError, ValueError) as e:
-                raise UsageError(f"-c: bad value for run option {key}={value!r}: {e}", usage) from None
-        cfg[key] = value
-    try:
-        return opts.resolve(cfg)
-    except InvalidRunConfigException as e:
-        raise UsageError(f"-c: run option {e.cfg_key}: {e}", usage) from None
-
-
 def _scheduler(name: str) -> "Scheduler[Any]":
-    """An instance of the scheduler registered as ``name``, or a usage error with a did-you-mean."""
+    """An instance of the scheduler registered as ``name`` (the registry's usage error, with a did-you-mean)."""
     from torchspec.runner.api import DEFAULT_SESSION_NAME
-    from torchspec.schedulers import DuplicateSchedulerError, get_scheduler_factories
+    from torchspec.schedulers import get_scheduler_factory
 
-    try:
-        factories = get_scheduler_factories()
-    except DuplicateSchedulerError as e:
-        raise UsageError(str(e)) from None
-    if name not in factories:
-        import difflib
-
-        guess = difflib.get_close_matches(name, list(factories), n=1)
-        hint = f"did you mean {guess[0]!r}?" if guess else \
-            "registered schedulers: " + (", ".join(factories) or "none")
-        raise UsageError(f"unknown scheduler {name!r}", hint)
-    return factories[name](DEFAULT_SESSION_NAME)
+    return get_scheduler_factory(name)(DEFAULT_SESSION_NAME)
 
 
 def _k8s_versions(wanted: Sequence[str]) -> tuple[str, ...]:
@@ -195,7 +137,9 @@ def prepare(options: "LintOptions") -> "SchedulerCheck":
     is_k8s = k8s_module is not None and isinstance(scheduler, k8s_module.KubernetesScheduler)
     if not is_k8s and (options.k8s_versions or options.crd_paths):
         raise UsageError(f"--k8s-version and --crd apply to --scheduler kubernetes, not {name}")
-    cfg = resolve_cfg(name, opts, options.scheduler_cfg, options.config)
+    from torchspec.runner.options import resolve_run_options
+
+    cfg = resolve_run_options(name, opts, options.scheduler_cfg, options.config)
     if options.scheduler_cfg or (options.config is not None and options.config.section("scheduler").get(name)):
         _probe(name, scheduler, cfg)
     check = SchedulerCheck(name, scheduler, cfg)
@@ -214,9 +158,9 @@ def prepare(options: "LintOptions") -> "SchedulerCheck":
             check.notes.append(f"kubernetes: no CRD for {custom[1]} ({custom[0]}) was given with --crd, so the "
                                f"{flavor} objects (and the pod templates inside them) are not schema-checked")
     if options.params_file:
-        from torchspec.loader import _read_params_file
+        from torchspec.loader import read_params_file
 
-        check.file_params = set(_read_params_file(options.params_file).values)
+        check.file_params = set(read_params_file(options.params_file).values)
     check.given_params = set(options.params)
     return check
 
@@ -521,6 +465,6 @@ def _mentions(message: str, text: str, loose: bool) -> bool:
 def _redact(d: Diagnostic, doc: "LoadedDocument") -> None:
     """Never show what env() read (the loader's rule for its own diagnostics)."""
     if doc.env_read:
-        from torchspec.loader import _redact as redact
+        from torchspec.loader import redact
 
         redact([d], doc.env_read)

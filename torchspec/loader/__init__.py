@@ -34,8 +34,8 @@ from torchspec.schema import types_at
 if TYPE_CHECKING:
     from torchspec.specs import AppDef
 
-__all__ = ["LoadOptions", "LoadedDocument", "LoadedFile", "load_file", "load_text", "load_app", "load_apps",
-           "Document"]
+__all__ = ["LoadOptions", "LoadedDocument", "LoadedFile", "ValuesFile", "load_file", "load_text", "load_app",
+           "load_apps", "declared_params", "read_params_file", "redact", "Document"]
 
 _UNTEMPLATED = ("params", "imports", "$schema")
 
@@ -104,7 +104,7 @@ def load_text(text: str, path: str = "<string>", fmt: str = "yaml", options: Loa
                                              hint="write an AppDef: name and roles"))
     if any(d.is_error for d in problems):
         return result  # documents after a syntax error are not trustworthy
-    values_file = _read_params_file(options.params_file) if options.params_file else None
+    values_file = read_params_file(options.params_file) if options.params_file else None
     for doc in docs:
         result.documents.append(_load_document(doc, options, values_file, has_templates=_has_markers(text)))
     return result
@@ -138,29 +138,49 @@ def _has_markers(text: str) -> bool:
 
 
 @dataclass
-class _ValuesFile:
+class ValuesFile:
+    """What a params file holds: its values (param name -> value), the parsed document, its problems."""
+
     values: dict[str, Any]
     document: Document | None
     diagnostics: list[Diagnostic]
 
 
-def _read_params_file(path: str) -> _ValuesFile:
+def read_params_file(path: str) -> ValuesFile:
+    """The values a ``--params-file`` sets, with its problems as TS307 diagnostics (never raises).
+
+    A file that cannot be used gives no values, so callers that only want
+    the names (to know which defaults it overrides) can ignore the problems:
+    loading the spec reports them properly.
+    """
     text, problem = read_text(path)
     if problem is not None:
         problem.code = "TS307"
-        return _ValuesFile({}, None, [problem])
+        return ValuesFile({}, None, [problem])
     assert text is not None
     docs, problems = parse(text, path, detect_format(path))
     if problems:
-        return _ValuesFile({}, None, problems)
+        return ValuesFile({}, None, problems)
     if len(docs) != 1 or not isinstance(docs[0].data, dict):
-        return _ValuesFile({}, docs[0] if docs else None, [Diagnostic(
+        return ValuesFile({}, docs[0] if docs else None, [Diagnostic(
             "TS307", "a params file must hold one mapping of param names to values", file=path, line=1, column=1,
             hint="write one 'name: value' line per param")])
-    return _ValuesFile(docs[0].data, docs[0], [])
+    return ValuesFile(docs[0].data, docs[0], [])
 
 
-def _load_document(doc: Document, options: LoadOptions, values_file: _ValuesFile | None,
+def declared_params(path: str) -> list[str] | None:
+    """The param names a one-document spec declares; None when the file cannot tell (loading reports why)."""
+    text, problem = read_text(path)
+    if problem is not None or text is None:
+        return None
+    docs, problems = parse(text, path, detect_format(path))
+    if problems or len(docs) != 1 or not isinstance(docs[0].data, dict):
+        return None
+    params = docs[0].data.get("params") or {}
+    return [str(k) for k in params] if isinstance(params, dict) else None
+
+
+def _load_document(doc: Document, options: LoadOptions, values_file: ValuesFile | None,
                    has_templates: bool) -> LoadedDocument:
     from torchspec.schema import validator
 
@@ -201,10 +221,10 @@ def _load_document(doc: Document, options: LoadOptions, values_file: _ValuesFile
     try:
         return _checked(out, doc, declared, sources, renderer, resolved, has_templates, options)
     finally:
-        _redact(out.diagnostics, renderer.env_read)
+        redact(out.diagnostics, renderer.env_read)
 
 
-def _redact(diagnostics: list[Diagnostic], env_read: list[str]) -> None:
+def redact(diagnostics: list[Diagnostic], env_read: list[str]) -> None:
     """Never show what env() read: a spec from a pull request must not print CI secrets into annotations."""
     secrets = sorted({os.environ[n] for n in env_read if len(os.environ.get(n, "")) >= 3}, key=len, reverse=True)
     if not secrets:

@@ -23,14 +23,30 @@ import os
 import time
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    Union,
+)
 
-from torchspec.errors import UsageError
+from torchspec.errors import AppRefusedError, UsageError, did_you_mean
+from torchspec.runner.options import GivenOptions, resolve_run_options
 from torchspec.specs import (
     MISSING,
     AppDef,
     AppDryRunInfo,
     AppHandle,
+    AppState,
     AppStatus,
     CfgVal,
     UnknownAppException,
@@ -262,7 +278,8 @@ class Runner:
     ) -> AppDryRunInfo[Any]:
         """The request ``app`` would be submitted as; ``print()`` it to see it.
 
-        Checks the app (ValueError with TorchX's messages), adds the job-id
+        Checks the app (:class:`~torchspec.errors.AppRefusedError`, a ValueError, with TorchX's
+        messages), adds the job-id
         environment variables to every role (in place, as TorchX does), fills
         ``cfg`` in from the config file's ``[scheduler.NAME]`` table (``cfg``
         wins; a ``None`` value counts as not given) and the scheduler's defaults, builds the workspace into role 0's
@@ -279,14 +296,7 @@ class Runner:
             if parent_run_id:
                 role.env[ENV_TORCHSPEC_PARENT_RUN_ID] = parent_run_id
 
-        opts = sched.run_opts()
-        merged: Dict[str, CfgVal] = {}
-        if self._config is not None:
-            from torchspec.config import scheduler_cfg
-
-            merged.update(scheduler_cfg(self._config, scheduler, opts))
-        merged.update({k: v for k, v in (cfg or {}).items() if v is not None})
-        resolved_cfg = opts.resolve(merged)
+        resolved_cfg = resolve_run_options(scheduler, sched.run_opts(), cfg, self._config, strict=False)
 
         if workspace:
             build = getattr(sched, "build_workspace_and_update_role", None)
@@ -316,12 +326,31 @@ class Runner:
             if configured:
                 return configured
         if not self._scheduler_factories:
-            raise UnknownSchedulerException("<default>")
+            raise UnknownSchedulerException("<default>", [])
         return next(iter(self._scheduler_factories))
 
     def scheduler_run_opts(self, scheduler: str) -> runopts:
         """The run options (cfg keys) ``scheduler`` accepts."""
         return self._scheduler(scheduler).run_opts()
+
+    def run_options(self, scheduler: str, given: GivenOptions = None, *, strict: bool = True) -> Dict[str, CfgVal]:
+        """``scheduler``'s cfg from ``given`` (``-c`` text or a mapping) over the config file's and its defaults.
+
+        Strict by default (unknown keys are errors), as on a command line; see
+        :func:`torchspec.runner.options.resolve_run_options`.
+        """
+        return resolve_run_options(scheduler, self.scheduler_run_opts(scheduler), given, self._config, strict=strict)
+
+    def check_scheduler(self, scheduler: Optional[str]) -> str:
+        """``scheduler`` (None: the default one) once it is known to be registered.
+
+        Raises :class:`~torchspec.specs.UnknownSchedulerException` with a did-you-mean otherwise.
+        """
+        from torchspec.schedulers import lookup
+
+        name = scheduler or self.default_scheduler()
+        lookup(name, self._scheduler_factories)
+        return name
 
     def scheduler_backends(self) -> List[str]:
         """Every scheduler name this runner can use."""
@@ -345,18 +374,64 @@ class Runner:
             roles=desc.roles_statuses,
         )
 
-    def wait(self, app_handle: AppHandle, wait_interval: float = 10) -> Optional[AppStatus]:
-        """Block until the app is terminal and return its status; None if the app does not exist.
+    def wait(
+        self,
+        app_handle: AppHandle,
+        wait_interval: float = 10,
+        *,
+        timeout: Optional[float] = None,
+        on_change: Optional[Callable[[AppStatus], None]] = None,
+    ) -> Optional[AppStatus]:
+        """Block until the app is terminal (or ``timeout`` seconds pass) and return its last status.
 
-        Polls :meth:`status` every ``wait_interval`` seconds, indefinitely.
+        None if the app does not exist when the wait begins.  An app that
+        vanishes while being waited on was removed on purpose (``cancel`` on
+        docker and kubernetes removes what it stopped, ``delete`` removes any
+        app): waiting on would never end, so it counts as CANCELLED, with a
+        message saying why.  When ``timeout`` passes first, the status returned
+        is not terminal.
+
+        Polls on a growing schedule (see :func:`poll_delays`), from a few tens
+        of milliseconds up to ``wait_interval`` seconds between polls, so a
+        short job is noticed quickly and a long one does not hammer a remote
+        scheduler.  ``on_change`` is called with the first status and with
+        every status that differs from the one before.
         """
-        while True:
-            app_status = self.status(app_handle)
-            if not app_status:
-                return None
-            if app_status.is_terminal():
-                return app_status
-            time.sleep(wait_interval)
+        status = self.status(app_handle)
+        if status is None:
+            return None
+        if on_change is not None:
+            on_change(status)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delays = poll_delays(wait_interval)
+        while not status.is_terminal():
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            pause = next(delays)
+            time.sleep(pause if deadline is None else max(0.0, min(pause, deadline - time.monotonic())))
+            previous, status = status, self._status_or_cancelled(app_handle, status)
+            if on_change is not None and status != previous:
+                on_change(status)
+        return status
+
+    def _status_or_cancelled(self, app_handle: AppHandle, previous: AppStatus) -> AppStatus:
+        """The app's status; CANCELLED (with why) when the app vanished since ``previous``."""
+        status = self.status(app_handle)
+        if status is not None:
+            return status
+        return AppStatus(AppState.CANCELLED, previous.num_restarts,
+                         msg="the app no longer exists: it was cancelled or deleted, and the scheduler removed it")
+
+    def require_status(self, app_handle: AppHandle) -> AppStatus:
+        """The app's status; :class:`~torchspec.specs.UnknownAppException` when the scheduler does not know it.
+
+        For callers to whom an unknown app is an error rather than an answer
+        (every CLI command that acts on one).
+        """
+        status = self.status(app_handle)
+        if status is None:
+            raise UnknownAppException(app_handle)
+        return status
 
     def cancel(self, app_handle: AppHandle) -> None:
         """Ask the scheduler to stop the app; a no-op for an unknown or finished app.
@@ -442,9 +517,9 @@ class Runner:
         """
         sched = self._scheduler_instances.get(scheduler)
         if sched is None:
-            factory = self._scheduler_factories.get(scheduler)
-            if factory is None:
-                raise _unknown_scheduler(scheduler, list(self._scheduler_factories))
+            from torchspec.schedulers import lookup
+
+            factory = lookup(scheduler, self._scheduler_factories)
             sched = factory(self._name, **self._scheduler_params)
             self._scheduler_instances[scheduler] = sched
         return sched
@@ -492,10 +567,10 @@ class Runner:
                 for param, value in values.items():
                     out[param] = value
                     origin[param] = "the runner's component_defaults"
-        declared = _declared_params(path)
-        if declared is not None:
-            from torchspec.errors import did_you_mean
+        from torchspec.loader import declared_params
 
+        declared = declared_params(path)
+        if declared is not None:
             for param in out:
                 if param not in declared:
                     guess = did_you_mean(param, declared)
@@ -540,26 +615,24 @@ def get_runner(
 def _validate(app: AppDef) -> None:
     """The checks every scheduler needs, with TorchX's messages (its users search for them)."""
     if not app.roles:
-        raise ValueError(f"No roles for app: {app.name}. Did you forget to add roles to AppDef?")
+        raise AppRefusedError(f"No roles for app: {app.name}. Did you forget to add roles to AppDef?")
     for role in app.roles:
         if not role.entrypoint or role.entrypoint == MISSING:
-            raise ValueError(
+            raise AppRefusedError(
                 f"No entrypoint for role: {role.name}. Did you forget to call role.runs(entrypoint, args, env)?"
             )
         if role.num_replicas <= 0:
-            raise ValueError(
+            raise AppRefusedError(
                 f"Non-positive replicas for role: {role.name}. Did you forget to set role.num_replicas?"
             )
 
 
-def _unknown_scheduler(name: str, known: List[str]) -> UnknownSchedulerException:
-    from torchspec.errors import did_you_mean
-
-    exc = UnknownSchedulerException(name)
-    guess = did_you_mean(name, known)
-    hint = f" Did you mean {guess!r}?" if guess else ""
-    exc.args = (f"Unknown scheduler: {name!r}.{hint} Registered schedulers: {', '.join(known) or 'none'}",)
-    return exc
+def poll_delays(longest: float, first: float = 0.05, factor: float = 1.5) -> Iterator[float]:
+    """Pauses between status polls: ``first`` seconds, growing by ``factor`` up to ``longest``."""
+    delay = min(first, longest)
+    while True:
+        yield delay
+        delay = min(delay * factor, longest)
 
 
 def parse_component_args(component_args: ComponentArgs) -> Dict[str, str]:
@@ -614,39 +687,13 @@ def _as_param_text(value: Any) -> str:
     return str(value)
 
 
-def _declared_params(path: str) -> Optional[List[str]]:
-    """The param names a one-document spec declares; None when the file cannot tell (loading reports why)."""
-    from torchspec.loader.parsers import parse
-    from torchspec.loader.source import detect_format, read_text
-
-    text, problem = read_text(path)
-    if problem is not None or text is None:
-        return None
-    docs, problems = parse(text, path, detect_format(path))
-    if problems or len(docs) != 1 or not isinstance(docs[0].data, dict):
-        return None
-    params = docs[0].data.get("params") or {}
-    return [str(k) for k in params] if isinstance(params, dict) else None
-
-
 def _params_file_keys(params_file: Optional[str]) -> set[str]:
-    """The param names a values file sets, so config defaults do not override them.
-
-    A file that cannot be read gives no names: loading the component reports
-    the problem properly.
-    """
+    """The param names a values file sets, so config defaults do not override them."""
     if not params_file:
         return set()
-    from torchspec.loader.parsers import parse
-    from torchspec.loader.source import detect_format, read_text
+    from torchspec.loader import read_params_file
 
-    text, problem = read_text(params_file)
-    if problem is not None or text is None:
-        return set()
-    docs, problems = parse(text, params_file, detect_format(params_file))
-    if problems or len(docs) != 1 or not isinstance(docs[0].data, dict):
-        return set()
-    return {str(k) for k in docs[0].data}
+    return {str(k) for k in read_params_file(params_file).values}
 
 
 __all__ = [
@@ -657,4 +704,5 @@ __all__ = [
     "Runner",
     "get_runner",
     "parse_component_args",
+    "poll_delays",
 ]

@@ -14,9 +14,8 @@ nothing until someone asks for it.
 
 from __future__ import annotations
 
-import difflib
 from importlib import metadata
-from typing import Dict, List, Protocol
+from typing import Dict, List, Mapping, Protocol, TypeVar
 
 from torchspec.schedulers.api import (
     DescribeAppResponse,
@@ -26,6 +25,7 @@ from torchspec.schedulers.api import (
     filter_regex,
     split_lines,
 )
+from torchspec.errors import UsageError
 from torchspec.specs import UnknownSchedulerException
 
 #: The entry-point group schedulers register in.
@@ -46,12 +46,27 @@ class SchedulerFactory(Protocol):
         ...
 
 
-class DuplicateSchedulerError(Exception):
+class DuplicateSchedulerError(UsageError):
     """Two installed packages register a scheduler under the same name.
 
     An error, not "last one wins": silently running jobs on a different
     backend than the one a user picked is worse than refusing to start.
     """
+
+
+F = TypeVar("F")
+
+
+def lookup(name: str, factories: Mapping[str, F]) -> F:
+    """``factories[name]``, or :class:`~torchspec.specs.UnknownSchedulerException` naming the
+    registered schedulers and guessing the one meant.
+
+    The one scheduler lookup: the registry, the runner, lint and the CLI all
+    come through here, so an unknown name reads the same everywhere.
+    """
+    if name in factories:
+        return factories[name]
+    raise UnknownSchedulerException(name, list(factories))
 
 
 class _EntryPointFactory:
@@ -95,8 +110,8 @@ def get_scheduler_factories() -> Dict[str, SchedulerFactory]:
             if first.value == ep.value:
                 continue
             raise DuplicateSchedulerError(
-                f"scheduler {ep.name!r} is registered twice, by {_provider(first)} and by {_provider(ep)};"
-                f" uninstall one of them"
+                f"scheduler {ep.name!r} is registered twice, by {_provider(first)} and by {_provider(ep)}",
+                "uninstall one of them",
             )
         seen[ep.name] = ep
         (builtin if _is_builtin(ep) else plugins).append(ep)
@@ -116,15 +131,7 @@ def get_scheduler_factory(name: str) -> SchedulerFactory:
     Raises :class:`~torchspec.specs.UnknownSchedulerException` listing the
     registered names, with a did-you-mean for a near miss.
     """
-    factories = get_scheduler_factories()
-    if name in factories:
-        return factories[name]
-    exc = UnknownSchedulerException(name)
-    close = difflib.get_close_matches(name, list(factories), n=3)
-    hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    # The exception's own text is TorchX's; the names a user can pick are more useful here.
-    exc.args = (f"Unknown scheduler: {name!r}.{hint} Registered schedulers: {', '.join(factories) or 'none'}",)
-    raise exc
+    return lookup(name, get_scheduler_factories())
 
 
 def get_schedulers(session_name: str, **scheduler_params: object) -> Dict[str, Scheduler]:
@@ -146,5 +153,6 @@ __all__ = [
     "get_scheduler_factories",
     "get_scheduler_factory",
     "get_schedulers",
+    "lookup",
     "split_lines",
 ]

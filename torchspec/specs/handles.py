@@ -8,7 +8,9 @@ its shape.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple, Pattern
+from typing import NamedTuple, Optional, Pattern, Sequence
+
+from torchspec.errors import UsageError, did_you_mean, did_you_mean_hint
 
 #: ``{scheduler_backend}://{session_name}/{app_id}``; the session name may be empty.
 AppHandle = str
@@ -19,31 +21,55 @@ AppHandle = str
 _APP_HANDLE_RE: Pattern[str] = re.compile(r"(?P<scheduler_backend>.+)://(?P<session_name>.*)/(?P<app_id>.+)")
 
 
-class MalformedAppHandleException(Exception):
-    """Raised when a string given as an app handle does not have the handle's shape."""
+#: How to write a handle, for every error about one.
+HANDLE_HINT = "an app handle looks like local://SESSION/APP_ID, as printed by `torchspec submit`"
+
+
+class MalformedAppHandleException(UsageError):
+    """Raised when a string given as an app handle does not have the handle's shape.
+
+    ``str()`` is TorchX's text (code written for TorchX matches on it); the
+    CLI shows ``message`` and ``hint``.
+    """
 
     def __init__(self, app_handle: str) -> None:
-        super().__init__(f"{app_handle} is not of the form: <scheduler_backend>://<session_name>/<app_id>")
+        super().__init__(f"malformed app handle {app_handle!r}", HANDLE_HINT)
+        self.args = (f"{app_handle} is not of the form: <scheduler_backend>://<session_name>/<app_id>",)
 
 
-class UnknownSchedulerException(Exception):
-    """Raised when a handle or a request names a scheduler backend nobody registered."""
+class UnknownSchedulerException(UsageError):
+    """Raised when a handle or a request names a scheduler backend nobody registered.
 
-    def __init__(self, scheduler_backend: str) -> None:
-        super().__init__(
-            f"Scheduler backend: {scheduler_backend} does not exist."
-            f" Use session.scheduler_backends() to see all supported schedulers"
-        )
+    Given the registered names (``known``), it guesses the one meant; every
+    scheduler lookup in torchspec raises it this way, so the message and the
+    did-you-mean are the same from the CLI, lint and the Python API.
+    """
+
+    def __init__(self, scheduler_backend: str, known: Optional[Sequence[str]] = None) -> None:
+        self.scheduler_backend = scheduler_backend
+        if known is None:
+            super().__init__(f"unknown scheduler {scheduler_backend!r}")
+            self.args = (f"Scheduler backend: {scheduler_backend} does not exist."
+                         f" Use session.scheduler_backends() to see all supported schedulers",)
+            return
+        names = list(known)
+        guess = did_you_mean(scheduler_backend, names)
+        super().__init__(f"unknown scheduler {scheduler_backend!r}",
+                         did_you_mean_hint(scheduler_backend, names, "registered schedulers"))
+        mean = f" Did you mean {guess!r}?" if guess else ""
+        self.args = (f"Unknown scheduler: {scheduler_backend!r}.{mean}"
+                     f" Registered schedulers: {', '.join(names) or 'none'}",)
 
 
-class UnknownAppException(Exception):
+class UnknownAppException(UsageError):
     """Raised when the app does not exist (any more) or the session does not own it."""
 
     def __init__(self, app_handle: AppHandle) -> None:
-        super().__init__(
-            f"Unknown app = {app_handle}. Did you forget to call session.run()?"
-            f" Otherwise, the app may have already finished and purged by the scheduler"
-        )
+        scheduler = app_handle.split("://", 1)[0] if "://" in app_handle else ""
+        super().__init__(f"unknown app {app_handle!r}: the scheduler has no record of it",
+                         "list the apps with: torchspec list" + (f" -s {scheduler}" if scheduler else ""))
+        self.args = (f"Unknown app = {app_handle}. Did you forget to call session.run()?"
+                     f" Otherwise, the app may have already finished and purged by the scheduler",)
 
 
 class ParsedAppHandle(NamedTuple):

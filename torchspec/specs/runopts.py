@@ -13,6 +13,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Type, Union
 
+from torchspec.errors import UsageError
 from torchspec.specs.cases import spellings
 
 #: The values a run option may hold: primitives, a list of str, a str -> str dict, or None (unset).
@@ -27,12 +28,16 @@ _FALSE_LITERALS = frozenset({"false", "0", "no", "off"})
 _DELIMITERS = (",", ";")
 
 
-class InvalidRunConfigException(Exception):
-    """Raised when a cfg misses a required option or gives a value of the wrong type."""
+class InvalidRunConfigException(UsageError):
+    """Raised when a cfg misses a required option or gives a value of the wrong type.
+
+    ``str()`` is TorchX's text, with the whole cfg; ``message`` names the option alone.
+    """
 
     def __init__(self, invalid_reason: str, cfg_key: str, cfg: Mapping[str, CfgVal]) -> None:
         given = str(cfg) if cfg else "<EMPTY>"
-        super().__init__(f"{invalid_reason}. Given: {given}")
+        super().__init__(f"invalid run option: {invalid_reason}")
+        self.args = (f"{invalid_reason}. Given: {given}",)
         self.cfg_key = cfg_key
 
 

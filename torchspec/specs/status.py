@@ -15,6 +15,7 @@ from enum import Enum
 from string import Template
 from typing import Any, Dict, List, Optional, Pattern, Tuple
 
+from torchspec.errors import TorchSpecError
 from torchspec.specs.sentinels import NONE
 
 _APP_STATUS_FORMAT_TEMPLATE = """AppStatus:
@@ -267,7 +268,7 @@ class AppStatus:
         )
 
 
-class AppStatusError(Exception):
+class AppStatusError(TorchSpecError):
     """Raised by :meth:`AppStatus.raise_for_status`; ``status`` is the status that did not succeed."""
 
     def __init__(self, status: AppStatus, *args: object) -> None:

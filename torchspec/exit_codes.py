@@ -1,0 +1,85 @@
+"""The exit codes of ``torchspec``: one table that the code, ``--help`` and README all come from.
+
+Scripts branch on these numbers (``torchspec wait H || handle_failure``), so
+they are stable: a code is never reused for another meaning.  ``--help`` and
+the README's table are generated from :class:`ExitCode` (a test compares the
+README against :func:`markdown_table`), so the documentation cannot drift.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Optional
+
+
+class ExitCode(IntEnum):
+    """What a ``torchspec`` command's exit status means."""
+
+    OK = 0
+    SPEC_ERROR = 1
+    USAGE = 2
+    INTERNAL = 3
+    APP_FAILED = 4
+    APP_CANCELLED = 5
+    BACKEND = 6
+    TIMEOUT = 124
+    INTERRUPTED = 130
+
+    @property
+    def summary(self) -> str:
+        """One line for ``--help``."""
+        return _SUMMARY[self]
+
+    @property
+    def meaning(self) -> str:
+        """The full meaning, for README (Markdown)."""
+        return _MEANING[self]
+
+
+_SUMMARY = {
+    ExitCode.OK: "ok; with wait and submit --wait/--log: the app SUCCEEDED",
+    ExitCode.SPEC_ERROR: "spec errors found",
+    ExitCode.USAGE: "usage error (bad option, unknown scheduler, component or app handle)",
+    ExitCode.INTERNAL: "internal error",
+    ExitCode.APP_FAILED: "the app FAILED (wait, submit --wait/--log)",
+    ExitCode.APP_CANCELLED: "the app was CANCELLED (wait, submit --wait/--log)",
+    ExitCode.BACKEND: "the scheduler's backend cannot be reached or refused the request",
+    ExitCode.TIMEOUT: "wait --timeout ran out before the app ended",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
+}
+
+_MEANING = {
+    ExitCode.OK: "success; lint found no errors (warnings alone do not fail unless `--strict`); with `wait` or "
+                 "`submit --wait/--log`, the app SUCCEEDED",
+    ExitCode.SPEC_ERROR: "the spec has errors (lint found errors, or a command could not load the spec)",
+    ExitCode.USAGE: "usage error: bad option or value, a missing file, an unknown lint code, scheduler, component "
+                    "or app handle, a bad `-c` run option, an app the scheduler cannot run as written",
+    ExitCode.INTERNAL: "internal error: a bug in torchspec (`TORCHSPEC_DEBUG=1` shows the traceback)",
+    ExitCode.APP_FAILED: "the app FAILED (`wait`, `submit --wait/--log`)",
+    ExitCode.APP_CANCELLED: "the app was CANCELLED (`wait`, `submit --wait/--log`), or removed while `wait` "
+                            "watched it (a cancel on docker or kubernetes removes the app)",
+    ExitCode.BACKEND: "the scheduler's backend cannot be reached or refused the request: no Docker engine, an image "
+                      "that cannot be found or pulled, a network that does not exist",
+    ExitCode.TIMEOUT: "`wait --timeout` ran out before the app ended",
+    ExitCode.INTERRUPTED: "interrupted with Ctrl-C (the app keeps running; `torchspec cancel` stops it)",
+}
+
+
+def for_app_state(state: Optional[object]) -> ExitCode:
+    """How an app ended, as an exit code: SUCCEEDED 0, CANCELLED 5, anything else 4."""
+    name = str(state) if state is not None else "UNKNOWN"
+    return {"SUCCEEDED": ExitCode.OK, "CANCELLED": ExitCode.APP_CANCELLED}.get(name, ExitCode.APP_FAILED)
+
+
+def help_text() -> str:
+    """The exit-code block of ``torchspec --help``."""
+    return "\n".join(f"  {int(code):<3}  {code.summary}" for code in ExitCode)
+
+
+def markdown_table() -> str:
+    """The README's table of exit codes."""
+    rows = [f"| {int(code)} | {code.meaning} |" for code in ExitCode]
+    return "\n".join(["| code | meaning |", "| --- | --- |", *rows])
+
+
+__all__ = ["ExitCode", "for_app_state", "help_text", "markdown_table"]

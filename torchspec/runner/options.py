@@ -1,0 +1,125 @@
+"""Run options (``-c``): the one place that turns what a user gave into a scheduler's cfg.
+
+``submit``, ``dryrun``, ``lint --scheduler`` and :meth:`Runner.dryrun` all
+resolve run options here, in the same order (the scheduler's defaults, then
+the config file's ``[scheduler.NAME]`` table, then what was given), and every
+problem is reported at once with a did-you-mean, so fixing a command line
+takes one round trip rather than one per typo.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Union
+
+from torchspec.errors import did_you_mean
+from torchspec.specs import CfgVal, InvalidRunConfigException, runopts
+from torchspec.specs.runopts import get_type_name, to_dict
+
+if TYPE_CHECKING:
+    from torchspec.config import Config
+
+#: What callers hand over: ``-c`` text (``"a=1,b=x"``), a mapping, or nothing.
+GivenOptions = Union[str, Mapping[str, Any], None]
+
+
+class RunOptionsError(InvalidRunConfigException):
+    """Run options a scheduler refuses: every problem found, each naming its option.
+
+    A :class:`~torchspec.specs.InvalidRunConfigException` (so TorchX-style
+    code catches it) and so a usage error; the hint is the scheduler's table
+    of run options.
+    """
+
+    def __init__(self, scheduler: str, opts: runopts, problems: Mapping[str, str], cfg: Mapping[str, Any]) -> None:
+        self.problems = list(problems.values())
+        self.scheduler = scheduler
+        super().__init__("; ".join(self.problems), next(iter(problems)), cfg)
+        if len(self.problems) == 1:
+            self.message = self.problems[0]
+        else:
+            self.message = f"{len(self.problems)} problems with the run options of {scheduler}:\n" + "\n".join(
+                f"  - {p}" for p in self.problems)
+        self.hint = f"the run options of {scheduler}:\n{opts!r}"
+
+
+def resolve_run_options(
+    scheduler: str,
+    opts: runopts,
+    given: GivenOptions = None,
+    config: Optional["Config"] = None,
+    *,
+    strict: bool = True,
+) -> Dict[str, CfgVal]:
+    """The cfg ``scheduler`` runs with: its defaults, then ``config``'s ``[scheduler.NAME]``, then ``given``.
+
+    Text values are cast to the option's type (as ``-c`` does).  A ``None``
+    value counts as not given.  With ``strict`` (the CLI, lint), a key the
+    scheduler does not declare is an error with a did-you-mean; without it
+    (the Python API, as in TorchX, where one cfg may serve several
+    schedulers) unknown keys are kept as they are.
+
+    Raises:
+        RunOptionsError: every unknown key, unreadable value, wrong type and
+            missing required option, at once.
+    """
+    problems: Dict[str, str] = {}  # option (or "" for the -c text itself) -> what is wrong with it
+    raw = _given(scheduler, given, problems)
+    cfg: Dict[str, CfgVal] = {}
+    if config is not None:
+        from torchspec.config import scheduler_cfg
+
+        cfg.update(scheduler_cfg(config, scheduler, opts))
+    known = [key for key, _ in opts]
+    for key, value in raw.items():
+        if value is None:
+            continue
+        opt = opts.get(key)
+        if opt is None:
+            if strict:
+                guess = did_you_mean(key, known)
+                mean = f" (did you mean {guess!r}?)" if guess else ""
+                problems[key] = f"{scheduler} has no run option {key!r}{mean}"
+            else:
+                cfg[key] = value
+            continue
+        if isinstance(value, str) and opt.opt_type is not str:
+            try:
+                value = opt.cast_to_type(value)
+            except (TypeError, ValueError) as e:
+                problems[key] = f"bad value for run option {key}={value!r}: {e}"
+                continue
+        cfg[key] = value
+    for key, problem in _type_problems(opts, cfg).items():
+        problems.setdefault(key, problem)
+    if problems:
+        raise RunOptionsError(scheduler, opts, problems, cfg)
+    return opts.resolve(cfg)
+
+
+def _given(scheduler: str, given: GivenOptions, problems: Dict[str, str]) -> Dict[str, Any]:
+    """``given`` as a mapping; unreadable ``-c`` text is a problem (and no options)."""
+    if given is None:
+        return {}
+    if isinstance(given, str):
+        try:
+            return dict(to_dict(given))
+        except ValueError as e:
+            problems[""] = f"cannot read -c {given!r} for {scheduler}: {e}"
+            return {}
+    return dict(given)
+
+
+def _type_problems(opts: runopts, cfg: Mapping[str, CfgVal]) -> Dict[str, str]:
+    """Required options nobody set and values of the wrong type (a camelCase spelling counts as set)."""
+    problems: Dict[str, str] = {}
+    for key, opt in opts:
+        value = next((cfg[k] for k in cfg if opts.get(k) is opt), None)
+        if opt.is_required and value is None:
+            problems[key] = f"run option {key} is required (type {get_type_name(opt.opt_type)}): {opt.help}"
+        elif value is not None and not runopts.is_type(value, opt.opt_type):
+            problems[key] = (f"run option {key} must be of type {get_type_name(opt.opt_type)},"
+                             f" not {type(value).__name__} ({value!r})")
+    return problems
+
+
+__all__ = ["GivenOptions", "RunOptionsError", "resolve_run_options"]
