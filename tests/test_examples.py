@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 from torchspec.lint import lint_paths
-from torchspec.lint.codes import CODES
+from torchspec.codes import CODES
 from torchspec.loader import load_apps
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from torchspec.loader import LoadOptions, load_text
-from torchspec.schema import load_schema, strict_schema, validator
+from torchspec.loader.schema import load_schema, strict_schema, validator
 
 EXAMPLES = sorted(p for p in (pathlib.Path(__file__).parent.parent / "examples").rglob("*")
                   if p.suffix in (".yaml", ".yml", ".json", ".toml"))

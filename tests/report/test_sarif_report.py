@@ -17,7 +17,7 @@ import pytest
 from report_samples import sample_result
 
 from torchspec.errors import Diagnostic
-from torchspec.lint import codes
+from torchspec import codes
 from torchspec.lint.result import LintResult
 from torchspec.report.sarif import SarifReporter, artifact_location
 from torchspec.version import __version__

@@ -111,7 +111,7 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
 
 def _explain(code: str) -> int:
     from torchspec.errors import UsageError
-    from torchspec.lint import codes
+    from torchspec import codes
 
     if code.lower() == "all":
         for entry in codes.CODES.values():

@@ -12,7 +12,7 @@ import click
               help="Print the variant for rendered documents (no template strings allowed).")
 def schema(strict: bool) -> int:
     """Print the AppDef JSON Schema (draft 2020-12) for editors and other tools."""
-    from torchspec.schema import load_schema, schema_text, strict_schema
+    from torchspec.loader.schema import load_schema, schema_text, strict_schema
 
     if strict:
         click.echo(json.dumps(strict_schema(load_schema()), indent=2))

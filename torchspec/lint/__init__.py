@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from torchspec.errors import Diagnostic, UsageError
-from torchspec.lint import codes
+from torchspec import codes
 from torchspec.lint.result import EXIT_ERRORS, EXIT_OK, EXIT_USAGE, LintResult
 from torchspec.loader import LoadedFile, LoadOptions, load_text
 from torchspec.loader.source import FORMATS, MAX_FILE_BYTES, detect_format, read_text

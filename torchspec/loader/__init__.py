@@ -29,7 +29,7 @@ from torchspec.loader.document import Document, Path
 from torchspec.loader.parsers import parse
 from torchspec.loader.source import MAX_FILE_BYTES, detect_format, read_text
 from torchspec.loader.template import Renderer, RenderError, is_template
-from torchspec.schema import types_at
+from torchspec.loader.schema import types_at
 
 if TYPE_CHECKING:
     from torchspec.specs import AppDef
@@ -182,7 +182,7 @@ def declared_params(path: str) -> list[str] | None:
 
 def _load_document(doc: Document, options: LoadOptions, values_file: ValuesFile | None,
                    has_templates: bool) -> LoadedDocument:
-    from torchspec.schema import validator
+    from torchspec.loader.schema import validator
 
     out = LoadedDocument(doc)
     if doc.data is None:
@@ -239,7 +239,7 @@ def redact(diagnostics: list[Diagnostic], env_read: list[str]) -> None:
 def _checked(out: LoadedDocument, doc: Document, declared: dict[str, Any], sources: dict[Path, str],
              renderer: Renderer, resolved: Any, has_templates: bool, options: LoadOptions) -> LoadedDocument:
     """Steps 5-7: the rendered document against the strict schema, the rules, then the AppDef."""
-    from torchspec.schema import validator
+    from torchspec.loader.schema import validator
 
     if not out.ok or out.rendered is None:
         return out
@@ -247,7 +247,7 @@ def _checked(out: LoadedDocument, doc: Document, declared: dict[str, Any], sourc
     _unused_params(out, doc, declared, sources, renderer)
     if has_templates and _schema_problems(out, doc, validator(strict=True), data=out.rendered, skip=doubtful):
         return out
-    from torchspec.lint import rules
+    from torchspec.loader import rules
 
     rendered_doc = Document(doc.file, doc.text, out.rendered, doc.index, doc.positions, doc.key_positions, doc.format)
     out.diagnostics.extend(d for d in rules.check(rendered_doc) if not _under(d.path, doubtful))

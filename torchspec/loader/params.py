@@ -16,7 +16,7 @@ from typing import Any
 from torchspec.errors import Diagnostic
 from torchspec.loader.document import Document
 from torchspec.errors import did_you_mean
-from torchspec.schema import _is_type
+from torchspec.loader.schema import _is_type
 
 TYPES = ("string", "integer", "number", "boolean", "list", "map")
 # Boolean spellings, the same as run options accept (specs.runopts); not imported from

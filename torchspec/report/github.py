@@ -9,7 +9,7 @@ stays inside one escaped message.
 from __future__ import annotations
 
 from torchspec.errors import Diagnostic
-from torchspec.lint import codes
+from torchspec import codes
 from torchspec.lint.result import LintResult
 from torchspec.report.base import Reporter, message_with_hint, ordered
 

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from torchspec.errors import Diagnostic
-from torchspec.lint import codes
+from torchspec import codes
 from torchspec.lint.result import LintResult
 from torchspec.report.base import Reporter, files_checked, ordered
 

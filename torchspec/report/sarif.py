@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from torchspec.errors import Diagnostic
-from torchspec.lint import codes
+from torchspec import codes
 from torchspec.lint.result import LintResult
 from torchspec.report.base import Reporter, message_with_hint, ordered
 from torchspec.version import __version__

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from torchspec.errors import ERROR, WARNING
-from torchspec.lint import codes
+from torchspec import codes
 
 ALL = list(codes.CODES.values())
 
@@ -79,7 +79,7 @@ def test_severity_lookup() -> None:
 
 def test_semantic_examples_trip_their_rule() -> None:
     """Each TS5xx example's 'bad' snippet really is what the rule reports, so the docs cannot drift."""
-    from torchspec.lint import rules
+    from torchspec.loader import rules
 
     assert rules.find_macros('"--run-id=${app_idd}"')
     assert rules.parse_mount_string("type=bind,src=/data,readonly=false")

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from torchspec.errors import Diagnostic, format_path
-from torchspec.lint import rules
-from torchspec.lint.rules import check, find_macros, fix_env_name, parse_mount_string
+from torchspec.loader import rules
+from torchspec.loader.rules import check, find_macros, fix_env_name, parse_mount_string
 from torchspec.loader.document import Document, Path, Position
 
 CLEAN_TEXT = """\
@@ -463,7 +463,7 @@ def test_all_rules_report_together_in_rule_order() -> None:
 
 
 def test_severity_comes_from_the_catalogue() -> None:
-    from torchspec.lint import codes
+    from torchspec import codes
 
     for d in check(make(one_role(args=["${app_idd}"], min_replicas=5))):
         assert d.severity == codes.severity(d.code)

@@ -53,7 +53,7 @@ Check = Callable[[Any, Path, list[SchemaIssue]], None]
 def schema_text() -> str:
     """The schema as published (what ``torchspec schema`` prints)."""
     # a plain open, not importlib.resources: that import alone costs lint's start-up 10 ms
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas", "appdef.schema.json")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schemas", "appdef.schema.json")
     with open(path, encoding="utf-8") as f:
         return f.read()
 

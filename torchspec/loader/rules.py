@@ -14,10 +14,9 @@ import re
 from string import Template
 from typing import Any, Callable, Iterable, Iterator
 
-from torchspec.errors import Diagnostic, format_path
-from torchspec.lint import codes
+from torchspec import codes
+from torchspec.errors import Diagnostic, did_you_mean, format_path
 from torchspec.loader.document import Document, Path
-from torchspec.errors import did_you_mean
 
 __all__ = ["MACROS", "SUBSTITUTED_FIELDS", "Rule", "RULES", "check", "find_macros", "fix_env_name",
            "parse_mount_string", "rule"]
