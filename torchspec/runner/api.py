@@ -33,13 +33,17 @@ from typing import (
     List,
     Mapping,
     Optional,
-    Sequence,
     Tuple,
     Type,
-    Union,
 )
 
-from torchspec.errors import AppRefusedError, UsageError, did_you_mean
+from torchspec.errors import AppRefusedError
+from torchspec.runner.components import (
+    ComponentArgs,
+    component_defaults_for,
+    params_file_keys,
+    parse_component_args,
+)
 from torchspec.runner.options import GivenOptions, resolve_run_options
 from torchspec.specs import (
     MISSING,
@@ -82,10 +86,6 @@ _NOT_SCHEDULER_PARAMS = frozenset({
     "JOB_ID", "PARENT_RUN_ID", "DEBUG", "HOME", "REQUIRE_TORCH", "REQUIRE_DOCKER", "REQUIRE_SLURM",
     "APP_ID", "ROLE_NAME", "REPLICA_ID", "NUM_REPLICAS", "RANK0_HOST", "RESTART_COUNT",
 })
-
-#: What ``run_component`` accepts as the component's arguments.
-ComponentArgs = Union[Mapping[str, Any], Sequence[str], None]
-
 
 class Runner:
     """Runs AppDefs and spec files on schedulers, and answers for the apps it (or anyone) started.
@@ -228,9 +228,9 @@ class Runner:
 
         path = find_component(component)
         given = parse_component_args(component_args)
-        defaults = self._defaults_for(component, path)
+        defaults = component_defaults_for(component, path, self._config, self._component_defaults)
         if defaults:
-            taken = set(given) | _params_file_keys(params_file)
+            taken = set(given) | params_file_keys(params_file)
             params = {**{k: v for k, v in defaults.items() if k not in taken}, **given}
         else:
             params = given
@@ -529,57 +529,6 @@ class Runner:
         backend, _, app_id = parse_app_handle(app_handle)
         return self._scheduler(backend), backend, app_id
 
-    def _defaults_for(self, component: str, path: str) -> Dict[str, str]:
-        """Param defaults for a component: the config files', then this runner's (which win).
-
-        A section applies whether it names the component as given, by its
-        built-in name, or by the spec file's path.  A default for a param the
-        spec does not declare is an error naming where it was set: it is a
-        typo or a stale setting, and it would otherwise fail every run with a
-        message about ``-p`` values nobody typed.
-        """
-        from torchspec.components import builtin_name
-
-        names = {component}
-        builtin = builtin_name(path)
-        if builtin:
-            names.add(builtin)
-        real = os.path.realpath(path)
-
-        def matches(key: str) -> bool:
-            if key in names:
-                return True
-            candidate = os.path.expanduser(key)
-            return os.path.isfile(candidate) and os.path.realpath(candidate) == real
-
-        out: Dict[str, str] = {}
-        origin: Dict[str, str] = {}
-        if self._config is not None:
-            from torchspec.config import component_defaults, config_key
-
-            for key, values in component_defaults(self._config).items():
-                if matches(key):
-                    for param, value in values.items():
-                        out[param] = value
-                        origin[param] = self._config.sources.get(config_key("component", key, param), "config")
-        for key, values in self._component_defaults.items():
-            if matches(key):
-                for param, value in values.items():
-                    out[param] = value
-                    origin[param] = "the runner's component_defaults"
-        from torchspec.loader import declared_params
-
-        declared = declared_params(path)
-        if declared is not None:
-            for param in out:
-                if param not in declared:
-                    guess = did_you_mean(param, declared)
-                    raise UsageError(
-                        f"{origin[param]}: default for unknown param {param!r} of component {component!r}",
-                        f"did you mean {guess!r}?" if guess else
-                        (f"its params: {', '.join(declared)}" if declared else "it declares no params"))
-        return out
-
     def __repr__(self) -> str:
         return f"Runner(name={self._name}, schedulers={self._scheduler_factories}, apps={self._apps})"
 
@@ -633,67 +582,6 @@ def poll_delays(longest: float, first: float = 0.05, factor: float = 1.5) -> Ite
     while True:
         yield delay
         delay = min(delay * factor, longest)
-
-
-def parse_component_args(component_args: ComponentArgs) -> Dict[str, str]:
-    """Component args as ``{param: -p text}``.
-
-    Accepts a mapping (values that are not text become ``-p`` text: ``true``,
-    ``4``, JSON for lists and maps), or a list of ``name=value`` strings.
-    TorchX's command-line forms work in the list too: ``--name value``,
-    ``--name=value``, ``-j 2x4``, and everything after ``--`` becomes the
-    ``args`` param (the component's trailing arguments).
-    """
-    if component_args is None:
-        return {}
-    if isinstance(component_args, Mapping):
-        return {str(k): _as_param_text(v) for k, v in component_args.items()}
-    if isinstance(component_args, str):
-        raise UsageError("component args must be a list of name=value strings or a mapping, not one string",
-                         f"pass [{component_args!r}]")
-    out: Dict[str, str] = {}
-    items = list(component_args)
-    i = 0
-    while i < len(items):
-        item = str(items[i])
-        if item == "--":
-            out["args"] = _as_param_text(items[i + 1:])
-            break
-        flag = item.startswith("-")
-        name, sep, value = item.lstrip("-").partition("=")
-        if not name:
-            raise UsageError(f"component arg {item!r} names no param", "write name=value")
-        if not sep:
-            if not flag:
-                raise UsageError(f"component arg {item!r} has no value", f"write {item}=VALUE")
-            if i + 1 >= len(items):
-                raise UsageError(f"component arg {item!r} has no value", f"write {item} VALUE or {item}=VALUE")
-            value = str(items[i + 1])
-            i += 1
-        out[name] = value
-        i += 1
-    return out
-
-
-def _as_param_text(value: Any) -> str:
-    import json
-
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple, dict)):
-        return json.dumps(list(value) if isinstance(value, tuple) else value)
-    return str(value)
-
-
-def _params_file_keys(params_file: Optional[str]) -> set[str]:
-    """The param names a values file sets, so config defaults do not override them."""
-    if not params_file:
-        return set()
-    from torchspec.loader import read_params_file
-
-    return {str(k) for k in read_params_file(params_file).values}
 
 
 __all__ = [

@@ -1,0 +1,114 @@
+"""The shape docs/architecture.md promises, checked: layers point one way, modules and functions stay small.
+
+Every ``import`` in the package counts, including the ones inside functions
+(lazy imports are still dependencies) and under ``TYPE_CHECKING``.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "torchspec"
+
+#: Lowest first.  A module may import its own layer and the layers below it, never one above.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("foundation", ("torchspec", "torchspec.version", "torchspec.errors", "torchspec.exit_codes", "torchspec.codes",
+                    "torchspec.terminal")),
+    ("specs", ("torchspec.specs",)),
+    ("loader", ("torchspec.loader", "torchspec.config", "torchspec.components")),
+    ("lint", ("torchspec.lint", "torchspec.report")),
+    ("schedulers", ("torchspec.schedulers",)),
+    ("runner", ("torchspec.runner",)),
+    ("cli", ("torchspec.cli", "torchspec.__main__")),
+]
+
+MAX_MODULE_LINES = 700
+MAX_FUNCTION_LINES = 80
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> int:
+    """The index of the layer a module belongs to: the longest matching prefix wins."""
+    best, best_len = -1, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_len:
+                best, best_len = index, len(prefix)
+    return best
+
+
+def imported_modules(path: pathlib.Path, module: str) -> list[tuple[int, str]]:
+    """(line, module) of every torchspec module ``path`` imports."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.append((node.lineno, target))
+            # ``from torchspec import codes`` imports the module torchspec.codes, not the package
+            found.extend((node.lineno, f"{target}.{alias.name}") for alias in node.names)
+    return [(line, name) for line, name in found if name == "torchspec" or name.startswith("torchspec.")]
+
+
+def sources() -> list[pathlib.Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    unplaced = [module_name(p) for p in sources() if layer_of(module_name(p)) < 0]
+    assert unplaced == []
+
+
+def test_layers_point_one_way() -> None:
+    upward = []
+    for path in sources():
+        module = module_name(path)
+        own = layer_of(module)
+        for line, target in imported_modules(path, module):
+            if not (PACKAGE.parent / (target.replace(".", "/") + ".py")).exists() and \
+                    not (PACKAGE.parent / target.replace(".", "/") / "__init__.py").exists():
+                continue  # a name imported from a package, not a module
+            if layer_of(target) > own:
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} ({LAYERS[own][0]}) imports "
+                              f"{target} ({LAYERS[layer_of(target)][0]})")
+    assert upward == []
+
+
+def test_no_backend_imports_another() -> None:
+    backends = [p.name for p in (PACKAGE / "schedulers").iterdir() if (p / "__init__.py").exists()]
+    crossing = []
+    for name in backends:
+        for path in (PACKAGE / "schedulers" / name).rglob("*.py"):
+            for line, target in imported_modules(path, module_name(path)):
+                other = target.split(".")[2] if target.count(".") >= 2 else ""
+                if target.startswith("torchspec.schedulers.") and other in backends and other != name:
+                    crossing.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
+    assert crossing == []
+
+
+@pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_modules_and_functions_stay_small(path: pathlib.Path) -> None:
+    text = path.read_text()
+    assert text.count("\n") <= MAX_MODULE_LINES, f"{path.name} has {text.count(chr(10))} lines"
+    long = [f"{node.name} (line {node.lineno}): {node.end_lineno - node.lineno + 1} lines"
+            for node in ast.walk(ast.parse(text))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno is not None and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert long == []
