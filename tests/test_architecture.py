@@ -112,3 +112,45 @@ def test_modules_and_functions_stay_small(path: pathlib.Path) -> None:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             and node.end_lineno is not None and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
     assert long == []
+
+
+_BLOCK_SDKS = '''
+import importlib.abc, sys
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("docker", "kubernetes", "kubernetes_validate"):
+            raise ImportError(f"{name} is blocked by the test")
+        return None
+
+sys.meta_path.insert(0, Block())
+'''
+
+
+def test_every_backend_module_imports_and_the_cli_works_without_the_sdks(tmp_path: pathlib.Path) -> None:
+    """docker and kubernetes are imported only by the commands that talk to them."""
+    import subprocess
+    import sys
+
+    examples = PACKAGE.parent / "examples"
+    script = _BLOCK_SDKS + f'''
+import pkgutil, importlib, io, contextlib
+import torchspec.schedulers
+for info in pkgutil.walk_packages(torchspec.schedulers.__path__, "torchspec.schedulers."):
+    importlib.import_module(info.name)
+from torchspec.cli.main import main
+for argv in (["--help"], ["lint", {str(examples / "hello.yaml")!r}], ["render", {str(examples / "ddp.yaml")!r}],
+             ["dryrun", "-s", "local", {str(examples / "hello.yaml")!r}]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            main(argv)
+        except SystemExit as e:
+            assert e.code == 0, (argv, e.code)
+    assert out.getvalue().strip(), argv
+assert not any(m.split(".")[0] in ("docker", "kubernetes") for m in sys.modules)
+print("ok")
+'''
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                       env={**__import__("os").environ, "TORCHSPEC_HOME": str(tmp_path / "home")})
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr

@@ -124,6 +124,9 @@ class AppRefusedError(UsageError, ValueError):
     written for TorchX keeps catching it.
     """
 
+    #: the scheduler that refused, where the runner knows it (the CLI names it)
+    scheduler: str | None = None
+
 
 class BackendError(TorchSpecError):
     """A scheduler's backend could not be reached or refused a request (no Docker engine, image missing).

@@ -56,7 +56,7 @@ def _handle(e: BaseException) -> int:
     import click
 
     from torchspec.cli import console
-    from torchspec.errors import BackendError, SpecError, UsageError
+    from torchspec.errors import AppRefusedError, BackendError, SpecError, UsageError
     from torchspec.exit_codes import ExitCode
 
     if isinstance(e, click.exceptions.Exit):
@@ -67,6 +67,9 @@ def _handle(e: BaseException) -> int:
     if isinstance(e, click.ClickException):
         e.show()
         return ExitCode.USAGE if isinstance(e, click.UsageError) else e.exit_code
+    if isinstance(e, AppRefusedError) and e.scheduler:
+        console.error(f"{e.scheduler} cannot run this app: {e.message}", e.hint)
+        return ExitCode.USAGE
     if isinstance(e, UsageError):
         console.error(e.message, e.hint)
         return ExitCode.USAGE

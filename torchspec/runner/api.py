@@ -310,8 +310,12 @@ class Runner:
             else:
                 logger.info("scheduler %s does not build workspaces; ignoring workspace %s", scheduler, workspace)
 
-        sched._validate(app, scheduler)
-        dryrun_info = sched.submit_dryrun(app, resolved_cfg)
+        try:
+            sched._validate(app, scheduler)
+            dryrun_info = sched.submit_dryrun(app, resolved_cfg)
+        except AppRefusedError as e:
+            e.scheduler = e.scheduler or scheduler  # so the CLI can say who refused
+            raise
         dryrun_info._scheduler = scheduler
         return dryrun_info
 

@@ -16,6 +16,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Dict, Generic, Iterable, List, Optional, TypeVar
 
+from torchspec.errors import AppRefusedError
 from torchspec.specs import NONE, NULL_RESOURCE, AppDef, AppDryRunInfo, AppState, Role, RoleStatus, runopts
 
 
@@ -91,7 +92,7 @@ class Scheduler(abc.ABC, Generic[T]):
         if workspace:
             build = getattr(self, "build_workspace_and_update_role", None)
             if build is None:
-                raise ValueError(f"scheduler {self.backend!r} does not support workspaces (got {workspace!r})")
+                raise AppRefusedError(f"scheduler {self.backend!r} does not support workspaces (got {workspace!r})")
             build(app.roles[0], workspace, cfg)
         dryrun_info = self.submit_dryrun(app, cfg)
         return self.schedule(dryrun_info)
@@ -201,14 +202,14 @@ class Scheduler(abc.ABC, Generic[T]):
         raise NotImplementedError(f"{self.__class__.__qualname__} does not support application log iteration")
 
     def _validate(self, app: AppDef, scheduler: str) -> None:
-        """Refuse an app this scheduler cannot run, with ``ValueError``.
+        """Refuse an app this scheduler cannot run, with :class:`~torchspec.errors.AppRefusedError` (a ``ValueError``).
 
         By default every role needs a resource, since most backends must
         size what they allocate; schedulers that ignore resources override it.
         """
         for role in app.roles:
             if role.resource == NULL_RESOURCE:
-                raise ValueError(
+                raise AppRefusedError(
                     f"No resource for role: {role.image}. Did you forget to attach resource to the role"
                 )
 
