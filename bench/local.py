@@ -562,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
                 "cat-state": [cat, str(app_dir / "state.json")],
                 "pass": [PY, "-c", "pass"],
                 "version": ts + ["--version"],
-                "import-supervisor": [PY, "-c", "import torchspec.schedulers.local_supervisor"],
+                "import-supervisor": [PY, "-c", "import torchspec.schedulers.local.supervisor"],
             }
             startup = {name: Series(name) for name in cmds}
             for r in range(R + 1):
@@ -661,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
         "import-yaml": 'python -c "import yaml"',
         "pass": 'python -c "pass"',
         "version": "torchspec --version",
-        "import-supervisor": "python -c 'import ...local_supervisor'",
+        "import-supervisor": "python -c 'import ...local.supervisor'",
     }
     print(f"{'command':44} {'median':>11} {'min':>11} {'runs':>5} {'exit':>5}")
     print("-" * 80)

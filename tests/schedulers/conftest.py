@@ -8,7 +8,7 @@ import pytest
 
 from scheduler_helpers import wait_terminal
 from torchspec import specs
-from torchspec.schedulers.local import LocalScheduler
+from torchspec.schedulers.local.scheduler import LocalScheduler
 
 
 @pytest.fixture(autouse=True)

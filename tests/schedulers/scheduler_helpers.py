@@ -8,7 +8,7 @@ from typing import Callable, Optional
 
 from torchspec import specs
 from torchspec.schedulers.api import DescribeAppResponse
-from torchspec.schedulers.local import LocalScheduler
+from torchspec.schedulers.local.scheduler import LocalScheduler
 
 #: Generous: the suite must pass on a loaded 2-core machine, and waits end as soon as the condition holds.
 TIMEOUT_S = 60.0

@@ -9,14 +9,10 @@ import sys
 import pytest
 
 from torchspec import specs
-from torchspec.schedulers.local import (
-    ENV_RANK0_HOST,
-    LocalRequest,
-    LocalScheduler,
-    make_app_id,
-    resolve_entrypoint,
-    set_cuda_visible_devices,
-)
+from torchspec.schedulers.entrypoint import resolve_entrypoint
+from torchspec.schedulers.local.scheduler import LocalScheduler
+from torchspec.schedulers.local.translate import LocalRequest, set_cuda_visible_devices
+from torchspec.schedulers.replicas import ENV_RANK0_HOST, make_app_id
 
 
 def role(name: str = "trainer", **kwargs: object) -> specs.Role:

@@ -20,8 +20,8 @@ import pytest
 from torchspec import specs
 from torchspec.schedulers import get_scheduler_factory
 from torchspec.schedulers.api import Stream
-from torchspec.schedulers.local import LocalScheduler
-from torchspec.schedulers.local_state import update_state
+from torchspec.schedulers.local.scheduler import LocalScheduler
+from torchspec.schedulers.local.state import update_state
 
 from scheduler_helpers import TIMEOUT_S, alive, wait_for, wait_terminal
 

@@ -19,7 +19,7 @@ from torchspec.schedulers import (
     get_scheduler_factory,
     get_schedulers,
 )
-from torchspec.schedulers.local import LocalScheduler
+from torchspec.schedulers.local.scheduler import LocalScheduler
 
 PLUGIN_MODULE = textwrap.dedent(
     '''
@@ -137,7 +137,7 @@ def test_the_plugin_is_gone_after_its_test() -> None:
 def test_the_package_imports_without_backend_sdks() -> None:
     # Only the local scheduler is built in; neither docker nor kubernetes may load on import.
     code = (
-        "import sys, torchspec.schedulers, torchspec.schedulers.local;"
+        "import sys, torchspec.schedulers, torchspec.schedulers.local.scheduler;"
         "print([m for m in ('docker', 'kubernetes') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -1,4 +1,4 @@
-"""The on-disk state of ``local`` apps, shared by the scheduler and its supervisor processes.
+"""The app folder's files as every process reads and writes them: ``state.json``, its lock, ``request.json``.
 
 Several processes touch one app folder at once: the supervisor, any number
 of ``torchspec status``/``log``/``cancel`` commands, a second submit.  So:
@@ -12,7 +12,10 @@ of ``torchspec status``/``log``/``cancel`` commands, a second submit.  So:
 - the supervisor holds ``supervisor.lock`` for as long as it lives, which
   is how everyone else knows it is alive.
 
-Nothing here imports the scheduler: this module is the file format.
+The edits of a state dict that both the scheduler and the supervisor make
+(the first state, ending the app, ending its replicas) live here too, so
+``state.json`` has one author of its shape.  Nothing here imports the
+scheduler or the supervisor.
 """
 
 from __future__ import annotations
@@ -22,41 +25,20 @@ import fcntl
 import json
 import os
 import re
-import signal
 import tempfile
 import time
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from torchspec.schedulers.state_dir import default_state_dir
-
-#: Bump when ``state.json`` or ``request.json`` change incompatibly.
-FORMAT_VERSION = 1
-
-APPS = "apps"
-SPEC_FILE = "spec.json"
-REQUEST_FILE = "request.json"
-STATE_FILE = "state.json"
-LOCK_FILE = "state.lock"
-SUPERVISOR_LOCK = "supervisor.lock"
-SUPERVISOR_LOG = "supervisor.log"
-
-STDOUT_LOG = "stdout.log"
-STDERR_LOG = "stderr.log"
-COMBINED_LOG = "combined.log"
-ERROR_FILE = "error.json"
-
-#: Names of the app states as stored; terminal ones are never overwritten.
-TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
-
-#: How often a live supervisor refreshes its heartbeat in ``state.json``.
-HEARTBEAT_INTERVAL_S = 1.0
-#: A heartbeat older than this is reported as a stalled supervisor; it does not
-#: end the app, since a suspended laptop stalls every process for hours.
-HEARTBEAT_TIMEOUT_S = 30.0
-#: How long a supervisor may take from ``schedule`` to holding its lock before
-#: a start-up that never finished counts as dead.
-STARTUP_TIMEOUT_S = 120.0
+from torchspec.schedulers.local.states import (
+    FORMAT_VERSION,
+    LOCK_FILE,
+    REQUEST_FILE,
+    STATE_FILE,
+    SUPERVISOR_LOCK,
+    TERMINAL,
+)
+from torchspec.schedulers.local.translate import LocalRequest
 
 # App ids become folder names: no separators, no leading dot, nothing a shell
 # would need quoted.
@@ -168,100 +150,91 @@ def supervisor_lock_held(app_dir: str) -> bool:
     return False
 
 
-def pid_alive(pid: Optional[int]) -> bool:
-    """True while ``pid`` runs; zombies count as dead.
-
-    A supervisor that died stays a zombie until its parent reaps it: when
-    that parent is us (a long-lived process that submitted the app) we reap
-    it here, and on Linux ``/proc`` tells zombies of other parents apart.
-    """
-    if not pid or pid <= 0:
-        return False
+def read_request(app_dir: str) -> Optional[LocalRequest]:
+    """The app's ``request.json``, or None when it is missing or unreadable."""
     try:
-        reaped, _ = os.waitpid(pid, os.WNOHANG)
-        if reaped == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not _linux_zombie(pid)
+        return LocalRequest.from_json(read_json(os.path.join(app_dir, REQUEST_FILE)))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
-def _linux_zombie(pid: int) -> bool:
-    """True for a zombie whose threads are all gone; False where ``/proc`` cannot tell.
+def initial_state(request: LocalRequest) -> Dict[str, Any]:
+    """The state ``schedule`` writes before the supervisor starts: every replica PENDING."""
+    return {
+        "version": FORMAT_VERSION,
+        "app_id": request.app_id,
+        "session_name": request.session_name,
+        "state": "SUBMITTED",
+        "num_restarts": 0,
+        "app_restarts": 0,
+        "msg": "",
+        "cancel_requested": False,
+        "submitted_at": now_iso(),
+        "started_at": None,
+        "ended_at": None,
+        "supervisor": {"pid": None, "ready": False, "heartbeat": time.time()},
+        "roles": {
+            role.name: {
+                "restarts": 0,
+                "replicas": [
+                    {
+                        "id": replica.replica_id,
+                        "state": "PENDING",
+                        "pid": None,
+                        "pgid": None,
+                        "exit_code": None,
+                        "restarts": 0,
+                        "started_at": None,
+                        "ended_at": None,
+                    }
+                    for replica in role.replicas
+                ],
+            }
+            for role in request.roles
+        },
+    }
 
-    A killed multi-threaded process shows its main thread as a zombie while
-    its other threads are still exiting and still hold its files (and locks),
-    so it only counts as dead once it is down to that one zombie thread.
-    """
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
-            # "pid (comm) S ...": comm may hold spaces or parens, the state follows the last ")"
-            zombie = stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-        return zombie and len(os.listdir(f"/proc/{pid}/task")) <= 1
-    except (OSError, IndexError):
-        return False
+
+def finish_app(state: Dict[str, Any], final: str, msg: str) -> Dict[str, Any]:
+    """Mark the app ``final`` (a terminal state name) with ``msg``, now."""
+    state["state"] = final
+    state["msg"] = msg
+    state["ended_at"] = now_iso()
+    return state
 
 
-def signal_group(pgid: Optional[int], sig: int) -> bool:
-    """Send ``sig`` to a whole process group; False when the group no longer exists."""
-    if not pgid or pgid <= 0:
-        return False
-    try:
-        os.killpg(pgid, sig)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
+def end_replicas(state: Dict[str, Any], final: str) -> None:
+    """Mark every replica that has not finished ``final``, now: for apps whose supervisor cannot do it."""
+    for role in state.get("roles", {}).values():
+        for replica in role.get("replicas", []):
+            if replica.get("state") not in TERMINAL:
+                replica["state"] = final
+                replica["ended_at"] = now_iso()
 
 
-def kill_groups(pgids: List[Tuple[int, int]], grace_s: float) -> None:
-    """Stop process groups that nobody supervises: SIGTERM, wait up to ``grace_s``, then SIGKILL.
-
-    ``pgids`` pairs each group with its leader's pid, whose death ends the
-    wait early; the final SIGKILL goes to every group regardless, so
-    children that ignored SIGTERM or outlived their leader go too.
-    """
-    for _, pgid in pgids:
-        signal_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + max(0.0, grace_s)
-    while time.monotonic() < deadline and any(pid_alive(pid) for pid, _ in pgids):
-        time.sleep(0.05)
-    for _, pgid in pgids:
-        signal_group(pgid, signal.SIGKILL)
+def running_groups(state: Mapping[str, Any]) -> List[Tuple[int, int]]:
+    """``(pid, pgid)`` of every replica ``state`` records as started and not finished."""
+    groups = []
+    for role in state.get("roles", {}).values():
+        for replica in role.get("replicas", []):
+            if replica.get("state") not in TERMINAL and replica.get("pid") and replica.get("pgid"):
+                groups.append((int(replica["pid"]), int(replica["pgid"])))
+    return groups
 
 
 __all__ = [
-    "APPS",
-    "COMBINED_LOG",
-    "ERROR_FILE",
-    "FORMAT_VERSION",
-    "HEARTBEAT_INTERVAL_S",
-    "HEARTBEAT_TIMEOUT_S",
-    "LOCK_FILE",
-    "REQUEST_FILE",
-    "SPEC_FILE",
-    "STARTUP_TIMEOUT_S",
-    "STATE_FILE",
-    "STDERR_LOG",
-    "STDOUT_LOG",
-    "SUPERVISOR_LOCK",
-    "SUPERVISOR_LOG",
-    "TERMINAL",
-    "default_state_dir",
+    "end_replicas",
+    "finish_app",
     "hold_supervisor_lock",
+    "initial_state",
     "is_valid_app_id",
-    "kill_groups",
     "locked",
     "now_iso",
-    "pid_alive",
     "read_json",
+    "read_request",
     "read_state",
-    "signal_group",
+    "running_groups",
     "supervisor_lock_held",
     "update_state",
+    "write_json",
 ]

@@ -1,4 +1,4 @@
-"""The detached process that runs one ``local`` app: ``python -m torchspec.schedulers.local_supervisor APP_DIR``.
+"""The detached process that runs one ``local`` app: ``python -m torchspec.schedulers.local.supervisor APP_DIR``.
 
 ``LocalScheduler.schedule`` starts it in a session of its own, so it outlives
 the command that submitted the app and ignores that terminal's Ctrl-C.  It:
@@ -40,18 +40,23 @@ import traceback
 from types import FrameType
 from typing import IO, Any, Dict, List, Optional
 
-from torchspec.schedulers.local import ENV_RESTART_COUNT, LocalRequest, ReplicaRequest, RoleRequest
-from torchspec.schedulers.local_state import (
-    HEARTBEAT_INTERVAL_S,
+from torchspec.schedulers.local.processes import signal_group
+from torchspec.schedulers.local.state import (
+    finish_app,
     hold_supervisor_lock,
-    REQUEST_FILE,
-    TERMINAL,
     now_iso,
     read_json,
     read_state,
-    signal_group,
     update_state,
 )
+from torchspec.schedulers.local.states import (
+    ENV_RESTART_COUNT,
+    HEARTBEAT_INTERVAL_S,
+    REQUEST_FILE,
+    SUPERVISOR_LOG,
+    TERMINAL,
+)
+from torchspec.schedulers.local.translate import LocalRequest, ReplicaRequest, RoleRequest
 from torchspec.specs import RetryPolicy
 
 # Longer lines are split (each piece stamped and ended with a newline) so a
@@ -293,9 +298,7 @@ class Supervisor:
             replica.collect(final_state)
 
     def finish(self, final: str, msg: str) -> int:
-        self.state["state"] = final
-        self.state["msg"] = msg
-        self.state["ended_at"] = now_iso()
+        finish_app(self.state, final, msg)
         self.save()
         for replica in self.replicas:
             replica.logs.close()
@@ -316,10 +319,7 @@ class Supervisor:
             if replica.running:
                 signal_group(replica.record.get("pgid"), signal.SIGKILL)
 
-        def failed(state: Dict[str, Any]) -> None:
-            state.update(state="FAILED", msg=msg, ended_at=now_iso())
-
-        update_state(self.app_dir, failed)
+        update_state(self.app_dir, lambda state: finish_app(state, "FAILED", msg))
 
     # -- retries ------------------------------------------------------------
 
@@ -456,7 +456,7 @@ class Supervisor:
 def main(argv: Optional[List[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m torchspec.schedulers.local_supervisor APP_DIR", file=sys.stderr)
+        print("usage: python -m torchspec.schedulers.local.supervisor APP_DIR", file=sys.stderr)
         return 2
     app_dir = os.path.abspath(args[0])
     try:
@@ -464,13 +464,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     except Exception as e:
         traceback.print_exc()
         reason = f"the supervisor cannot start: {e}"
-        update_state(app_dir, lambda state: state.update(state="FAILED", msg=reason, ended_at=now_iso()))
+        update_state(app_dir, lambda state: finish_app(state, "FAILED", reason))
         return 1
     try:
         return supervisor.run()
     except BaseException as e:
         traceback.print_exc()
-        supervisor.emergency_stop(f"the supervisor crashed: {e!r}; see {os.path.join(app_dir, 'supervisor.log')}")
+        supervisor.emergency_stop(f"the supervisor crashed: {e!r}; see {os.path.join(app_dir, SUPERVISOR_LOG)}")
         return 1
 
 

@@ -1,0 +1,51 @@
+"""The ``local`` scheduler: every replica is a process on this machine, and apps outlive the CLI.
+
+An app maps onto a folder and one detached process.  ``schedule`` writes the
+app's folder under the state dir and starts a supervisor
+(``python -m torchspec.schedulers.local.supervisor APP_DIR``) that launches
+the replicas, timestamps their output into log files, restarts them as the
+retry policy says and records everything in ``state.json``.  ``describe``,
+``list``, ``log_iter`` and ``cancel`` only read and write that folder, so any
+later process (``torchspec status`` in another shell) sees the same app.  A
+role's image is a folder on this machine (``.`` is the submitting folder); each
+replica runs there in a process group of its own.  The layout of one app::
+
+    $STATE_DIR/apps/hello-k3x9q2/
+        spec.json            the AppDef as submitted (macros not substituted)
+        request.json         the request: each replica's command, env, cwd, log paths
+        state.json           live state, replaced atomically under state.lock
+        state.lock
+        supervisor.lock      held by the supervisor while it lives
+        supervisor.log       the supervisor's own output
+        trainer/0/stdout.log, stderr.log, combined.log (and error.json if the replica writes one)
+
+The package, lowest module first (each imports only those above it):
+
+- ``states.py``: state names and their AppState, file names, env names, timings
+- ``options.py``: the run options and how a cfg is read
+- ``translate.py``: the request dataclasses (what a dry run prints) and AppDef -> request
+- ``processes.py``: is a pid alive, stopping process groups nobody supervises
+- ``state.py``: the app folder's file format: atomic ``state.json``, its locks, the state edits
+- ``logs.py``: the stored log line format and when a followed log is over
+- ``supervisor.py``: the detached process that runs one app
+- ``scheduler.py``: the Scheduler class, which does the I/O
+
+Only :func:`create_scheduler` lives here, and it imports the scheduler when
+called, so importing the package (as the entry point registry does) costs
+nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchspec.schedulers.local.scheduler import LocalScheduler
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> "LocalScheduler":
+    """The ``local`` entry point; ``state_dir`` is the one keyword used, others are ignored."""
+    from torchspec.schedulers.local.scheduler import LocalScheduler
+
+    state_dir = kwargs.get("state_dir")
+    return LocalScheduler(session_name, state_dir=str(state_dir) if state_dir else None)

@@ -1,0 +1,340 @@
+"""AppDef -> the ``local`` request: the request dataclasses and the pure functions that build them.
+
+:class:`LocalRequest` is what ``dryrun`` prints (its ``__str__``) and what
+``schedule`` stores as ``request.json`` for the supervisor.  Nothing here
+writes a file or starts a process; the translators only look at the file
+system to check that images and entrypoints exist, so a typo fails the submit
+instead of every replica.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Mapping, Optional
+
+from torchspec.errors import AppRefusedError
+from torchspec.schedulers.api import Stream
+from torchspec.schedulers.entrypoint import resolve_entrypoint
+from torchspec.schedulers.local.options import extra_env, kill_grace_s
+from torchspec.schedulers.local.states import (
+    COMBINED_LOG,
+    ENV_ERROR_FILE,
+    ENV_RESTART_COUNT,
+    ERROR_FILE,
+    FORMAT_VERSION,
+    RANK0_HOST,
+    STDERR_LOG,
+    STDOUT_LOG,
+)
+from torchspec.schedulers.replicas import ENV_RANK0_HOST, replica_env
+from torchspec.specs import AppDef, CfgVal, RetryPolicy, Role, macros
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------------------
+# The request: what ``dryrun`` prints and ``schedule`` hands to the supervisor
+# ----------------------------------------------------------------------------
+
+
+@dataclass
+class ReplicaRequest:
+    """How to start one replica.
+
+    ``env`` is what the replica gets on top of the supervisor's environment
+    (which is the submitting process's); ``PATH`` is that environment's
+    ``PATH`` with ``path_entry`` (the image folder) appended, or prepended
+    when ``prepend_path``.
+    """
+
+    role: str
+    replica_id: int
+    args: List[str]
+    env: Dict[str, str]
+    cwd: str
+    path_entry: str
+    prepend_path: bool
+    stdout: str
+    stderr: str
+    combined: str
+    error_file: str
+
+    def log_path(self, stream: Stream) -> str:
+        return {Stream.STDOUT: self.stdout, Stream.STDERR: self.stderr, Stream.COMBINED: self.combined}[stream]
+
+    def dryrun_lines(self, role: str) -> List[str]:
+        """The dry-run lines of this replica, indented under its role's line."""
+        path = f"{self.path_entry}:$PATH" if self.prepend_path else f"$PATH:{self.path_entry}"
+        lines = [
+            f"    {role}/{self.replica_id}:",
+            f"      command:  {shlex.join(self.args)}",
+            f"      cwd:      {self.cwd}",
+            f"      PATH:     {path}",
+            "      env:",
+        ]
+        lines += [f"        {key}={value}" for key, value in self.env.items()]
+        lines.append(f"        {ENV_RESTART_COUNT}=<restarts so far, set at each launch>")
+        lines += [
+            f"      stdout:   {self.stdout}",
+            f"      stderr:   {self.stderr}",
+            f"      combined: {self.combined}",
+        ]
+        return lines
+
+
+@dataclass
+class RoleRequest:
+    """A role's replicas and its retry settings (``retry_policy`` as its string value)."""
+
+    name: str
+    max_retries: int
+    retry_policy: str
+    replicas: List[ReplicaRequest]
+
+
+@dataclass
+class LocalRequest:
+    """Everything the supervisor needs to run the app; stored as ``request.json``.
+
+    ``index_dir`` is the scheduler's own ``apps`` folder when the ``state_dir``
+    run option put the app elsewhere: ``schedule`` links the app there so
+    status and log commands, which get no run options, still find it.
+    ``spec`` is the AppDef as submitted, kept for ``spec.json``.
+    """
+
+    app_id: str
+    app_name: str
+    session_name: str
+    app_dir: str
+    kill_grace_s: int
+    roles: List[RoleRequest]
+    index_dir: Optional[str] = None
+    spec: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def to_json(self) -> Dict[str, Any]:
+        data = asdict(self)
+        data.pop("spec")
+        data["version"] = FORMAT_VERSION
+        return data
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> "LocalRequest":
+        roles = [
+            RoleRequest(
+                name=role["name"],
+                max_retries=int(role["max_retries"]),
+                retry_policy=role["retry_policy"],
+                replicas=[ReplicaRequest(**replica) for replica in role["replicas"]],
+            )
+            for role in data["roles"]
+        ]
+        return LocalRequest(
+            app_id=data["app_id"],
+            app_name=data["app_name"],
+            session_name=data["session_name"],
+            app_dir=data["app_dir"],
+            kill_grace_s=int(data["kill_grace_s"]),
+            roles=roles,
+            index_dir=data.get("index_dir"),
+        )
+
+    def role(self, name: str) -> Optional[RoleRequest]:
+        return next((role for role in self.roles if role.name == name), None)
+
+    def __str__(self) -> str:
+        lines = [
+            f"local app {self.app_id} (session {self.session_name!r})",
+            f"  app folder: {self.app_dir}",
+            f"  kill grace: {self.kill_grace_s}s (SIGTERM, then SIGKILL to each replica's process group)",
+        ]
+        if self.index_dir:
+            lines.append(f"  linked from: {os.path.join(self.index_dir, self.app_id)}")
+        for role in self.roles:
+            lines.append(
+                f"  role {role.name}: {len(role.replicas)} replica(s),"
+                f" max_retries={role.max_retries}, retry_policy={role.retry_policy}"
+            )
+            for replica in role.replicas:
+                lines += replica.dryrun_lines(role.name)
+        return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------
+# Pure translators: AppDef + cfg -> request
+# ----------------------------------------------------------------------------
+
+
+def resolve_image(image: str, cwd: str, use_cwd: bool = False) -> str:
+    """The absolute folder a role runs in: its image, relative to ``cwd`` (so ``.`` is ``cwd``).
+
+    Refuses (a ``ValueError``) a path that is not a folder, since images of
+    the local scheduler are folders on this machine, not container images.
+    """
+    if use_cwd:
+        return os.path.abspath(cwd)
+    folder = os.path.abspath(os.path.join(cwd, os.path.expanduser(image)))
+    if not os.path.isdir(folder):
+        raise AppRefusedError(
+            f"image {image!r} is not a folder on this machine ({folder}): the local scheduler runs each role"
+            f" in a folder. Use `image: .` for the current folder, or the run option use_cwd=True to ignore"
+            f" images written for container schedulers."
+        )
+    return folder
+
+
+def _check_name(kind: str, name: str) -> None:
+    """Role names become folder names; refuse the ones that would escape or collide."""
+    if not name or "/" in name or "\0" in name or name in (".", ".."):
+        raise AppRefusedError(f"{kind} name {name!r} cannot be used as a folder name by the local scheduler")
+
+
+def _replica_request(
+    role: Role,
+    replica_id: int,
+    app_id: str,
+    app_dir: str,
+    img_root: str,
+    entrypoint: str,
+    extra: Mapping[str, str],
+    prepend_path: bool,
+) -> ReplicaRequest:
+    """Replica ``replica_id`` of ``role``, its macros substituted; see :func:`role_to_request` for its env."""
+    values = macros.Values(img_root=img_root, app_id=app_id, replica_id=str(replica_id), rank0_env=ENV_RANK0_HOST)
+    filled = values.apply(role)
+    replica_dir = os.path.join(app_dir, role.name, str(replica_id))
+    env: Dict[str, str] = dict(filled.env)
+    env.update({key: values.substitute(value) for key, value in extra.items()})
+    env.update(replica_env(app_id, role.name, replica_id, role.num_replicas, RANK0_HOST))
+    env.setdefault(ENV_ERROR_FILE, os.path.join(replica_dir, ERROR_FILE))
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return ReplicaRequest(
+        role=role.name,
+        replica_id=replica_id,
+        args=[entrypoint] + list(filled.args),
+        env=env,
+        cwd=img_root,
+        path_entry=img_root,
+        prepend_path=prepend_path,
+        stdout=os.path.join(replica_dir, STDOUT_LOG),
+        stderr=os.path.join(replica_dir, STDERR_LOG),
+        combined=os.path.join(replica_dir, COMBINED_LOG),
+        error_file=env[ENV_ERROR_FILE],
+    )
+
+
+def role_to_request(
+    role: Role,
+    app_id: str,
+    app_dir: str,
+    img_root: str,
+    extra_env: Mapping[str, str],
+    prepend_path: bool,
+) -> RoleRequest:
+    """One :class:`RoleRequest` with a :class:`ReplicaRequest` per replica, macros substituted.
+
+    Each replica's env is, later entries winning: the role's env, the
+    ``env`` run option, then torchspec's own variables; ``TORCHELASTIC_ERROR_FILE``
+    and ``PYTHONUNBUFFERED=1`` (so Python output reaches the log as it is
+    printed) only where nobody set them.
+    """
+    _check_name("role", role.name)
+    search_path = role.env.get("PATH", os.environ.get("PATH"))
+    entrypoint = resolve_entrypoint(role.name, role.entrypoint, img_root, search_path)
+    replicas = [
+        _replica_request(role, replica_id, app_id, app_dir, img_root, entrypoint, extra_env, prepend_path)
+        for replica_id in range(role.num_replicas)
+    ]
+    return RoleRequest(
+        name=role.name,
+        max_retries=role.max_retries,
+        retry_policy=RetryPolicy(role.retry_policy).value,
+        replicas=replicas,
+    )
+
+
+def set_cuda_visible_devices(app: AppDef, roles: List[RoleRequest], device_count: int) -> None:
+    """Give each replica of a GPU role its own ``CUDA_VISIBLE_DEVICES``, as TorchX's local scheduler does.
+
+    Devices are handed out in role order, ``resource.gpu`` per replica.
+    When the app asks for more GPUs than the machine has, nothing is set
+    (with a warning) rather than making replicas share devices silently.
+    """
+    wanted = sum(max(role.resource.gpu, 0) * role.num_replicas for role in app.roles)
+    if wanted <= 0:
+        return
+    if wanted > device_count:
+        logger.warning(
+            "not setting CUDA_VISIBLE_DEVICES: the app asks for %d GPUs, this machine has %d", wanted, device_count
+        )
+        return
+    start = 0
+    for role, request in zip(app.roles, roles):
+        per_replica = max(role.resource.gpu, 0)
+        if per_replica == 0:
+            continue
+        for replica in request.replicas:
+            devices = range(start + per_replica * replica.replica_id, start + per_replica * (replica.replica_id + 1))
+            replica.env["CUDA_VISIBLE_DEVICES"] = ",".join(str(device) for device in devices)
+        start += per_replica * role.num_replicas
+
+
+def _check_roles(app: AppDef) -> None:
+    """Refuse an app the supervisor could not run: no roles, two roles of one name, a role without replicas."""
+    if not app.roles:
+        raise AppRefusedError(f"app {app.name!r} has no roles")
+    names = [role.name for role in app.roles]
+    for role in app.roles:
+        if names.count(role.name) > 1:
+            raise AppRefusedError(f"app {app.name!r} has two roles named {role.name!r}")
+        if role.num_replicas <= 0:
+            raise AppRefusedError(f"role {role.name!r} has {role.num_replicas} replicas; it needs at least one")
+
+
+def app_to_request(
+    app: AppDef,
+    cfg: Mapping[str, CfgVal],
+    app_id: str,
+    app_dir: str,
+    session_name: str,
+    cwd: str,
+    device_count: int = 0,
+    index_dir: Optional[str] = None,
+) -> LocalRequest:
+    """The whole request for ``app`` under a resolved ``cfg``; touches no state, starts nothing.
+
+    ``cwd`` is what ``image: .`` means (the submitting process's folder);
+    ``device_count`` the GPUs ``auto_set_cuda_visible_devices`` may hand out.
+    """
+    _check_roles(app)
+    env = extra_env(cfg)
+    use_cwd = bool(cfg.get("use_cwd"))
+    prepend_path = bool(cfg.get("prepend_cwd"))
+    roles = [
+        role_to_request(role, app_id, app_dir, resolve_image(role.image, cwd, use_cwd), env, prepend_path)
+        for role in app.roles
+    ]
+    if cfg.get("auto_set_cuda_visible_devices"):
+        set_cuda_visible_devices(app, roles, device_count)
+    return LocalRequest(
+        app_id=app_id,
+        app_name=app.name,
+        session_name=session_name,
+        app_dir=app_dir,
+        index_dir=index_dir,
+        kill_grace_s=kill_grace_s(cfg),
+        roles=roles,
+    )
+
+
+__all__ = [
+    "LocalRequest",
+    "ReplicaRequest",
+    "RoleRequest",
+    "app_to_request",
+    "resolve_image",
+    "role_to_request",
+    "set_cuda_visible_devices",
+]
