@@ -10,21 +10,12 @@ import tarfile
 import pytest
 
 from torchspec import specs
-from torchspec.schedulers.docker import (
-    CANCELLED_SUFFIX,
-    LABEL_APP_ID,
-    LABEL_ATTEMPT,
-    LABEL_ROLE,
-    AppView,
-    ContainerView,
-    DockerScheduler,
-    app_to_job,
-    container_name,
-    copied_env,
-    docker_run_opts,
-    view_of,
-    workspace_context,
-)
+from torchspec.schedulers.docker.labels import CANCELLED_SUFFIX, LABEL_APP_ID, LABEL_ATTEMPT, LABEL_ROLE
+from torchspec.schedulers.docker.options import docker_run_opts
+from torchspec.schedulers.docker.scheduler import DockerScheduler
+from torchspec.schedulers.docker.translate import app_to_job, container_name, copied_env
+from torchspec.schedulers.docker.views import AppView, ContainerView, view_of
+from torchspec.schedulers.docker.workspace import workspace_context
 from torchspec.schedulers.logfile import parse_stamp
 
 

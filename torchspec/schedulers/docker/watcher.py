@@ -1,9 +1,9 @@
-"""The watcher of one app on the ``docker`` scheduler: ``python -m torchspec.schedulers.docker_watcher APP_ID``.
+"""The watcher of one app on the ``docker`` scheduler: ``python -m torchspec.schedulers.docker.watcher APP_ID``.
 
 Docker restarts a failed container by itself (REPLICA retries), but it
 cannot restart the *other* containers of an app, nor stop them when one
 replica has failed for good.  ``DockerScheduler.schedule`` starts this
-process, detached, to do both:
+process (:func:`start_watcher`), detached, to do both:
 
 - a replica failed and its role's policy is APPLICATION (or ROLE) with
   retries left: every container of the app (or of the role) is stopped,
@@ -20,28 +20,53 @@ once the app is finished, cancelled or removed.
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List
 
-from torchspec.schedulers.docker import (
-    _LIVE_STATUSES,
+from torchspec.schedulers.docker.engine import in_parallel, read_app, stop_container
+from torchspec.schedulers.docker.labels import (
     ATTEMPT_SUFFIX,
     BUILTIN_NETWORKS,
     CANCELLED_SUFFIX,
     LABEL_APP_ID,
     LABEL_ATTEMPT,
     LABEL_NETWORK,
-    ContainerView,
-    _in_parallel,
-    _stop,
-    read_app,
+    LIVE_STATUSES,
 )
+from torchspec.schedulers.docker.views import ContainerView
 from torchspec.specs import AppState, RetryPolicy
 
 if TYPE_CHECKING:
     import docker
 
-logger = logging.getLogger("torchspec.docker_watcher")
+#: What ``python -m`` runs: this module (whose ``__name__`` is ``__main__`` there, hence the name spelt out).
+WATCHER_MODULE = "torchspec.schedulers.docker.watcher"
+
+logger: logging.Logger = logging.getLogger(WATCHER_MODULE)
+
+
+def watcher_log(app_id: str) -> str:
+    """Where the watcher of ``app_id`` writes what it does (under the state folder, as local apps)."""
+    from torchspec.schedulers.state_dir import default_state_dir
+
+    return os.path.join(default_state_dir(), "docker", f"{app_id}.watcher.log")
+
+
+def start_watcher(app_id: str) -> None:
+    """Start the detached process that does APPLICATION/ROLE retries and stops an app that failed for good."""
+    log_path = watcher_log(app_id)
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    with open(log_path, "ab") as log:
+        subprocess.Popen(
+            [sys.executable, "-m", WATCHER_MODULE, app_id],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
 
 
 def step(client: "docker.DockerClient", app_id: str) -> bool:
@@ -51,11 +76,11 @@ def step(client: "docker.DockerClient", app_id: str) -> bool:
         return True
     for_good = [c for c in current if c.state == AppState.FAILED and not c.retry_pending]
     if for_good:
-        others = [c for c in current if c.status in _LIVE_STATUSES]
+        others = [c for c in current if c.status in LIVE_STATUSES]
         if others:
             logger.info("%s failed for good; stopping %d other container(s)", for_good[0].describe_failure(),
                         len(others))
-        _in_parallel(lambda c: _stop(client, c.id), others)
+        in_parallel(lambda c: stop_container(client, c.id), others)
         return True
     pending = [c for c in current if c.retry_pending]
     if pending:
@@ -76,7 +101,7 @@ def restart(client: "docker.DockerClient", group: List[ContainerView]) -> None:
     Each old container is looked at again just before it is replaced, and
     the restart ends there if it was cancelled (cancel removes what exists).
     """
-    _in_parallel(lambda c: _stop(client, c.id), [c for c in group if c.status in _LIVE_STATUSES])
+    in_parallel(lambda c: stop_container(client, c.id), [c for c in group if c.status in LIVE_STATUSES])
     created: List[str] = []
     for c in group:
         attrs = client.api.inspect_container(c.id)
@@ -94,7 +119,7 @@ def restart(client: "docker.DockerClient", group: List[ContainerView]) -> None:
         logger.info("the app was cancelled during the restart; removing the new containers")
         _remove(client, created)
         return
-    _in_parallel(client.api.start, created)
+    in_parallel(client.api.start, created)
 
 
 def _remove(client: "docker.DockerClient", container_ids: List[str]) -> None:
@@ -135,9 +160,10 @@ def watch(client: "docker.DockerClient", app_id: str) -> None:
 
 
 def main(argv: List[str]) -> int:
+    """Watch the app named in ``argv``; the exit code says whether the watch ended normally."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if len(argv) != 2:
-        print("usage: python -m torchspec.schedulers.docker_watcher APP_ID", file=sys.stderr)
+        print(f"usage: python -m {WATCHER_MODULE} APP_ID", file=sys.stderr)
         return 2
     import docker
 

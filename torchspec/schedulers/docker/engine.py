@@ -1,0 +1,115 @@
+"""Small steps of talking to a Docker engine, shared by the scheduler, the log reader, workspace builds and the watcher.
+
+Reading an app back (:func:`read_app`), stopping a container with its own
+grace period, pulling an image as the pull policy says, and turning the
+SDK's errors into the engine's own words.  The ``docker`` SDK is imported
+only inside the functions that use it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+
+from torchspec.errors import BackendError
+from torchspec.schedulers.docker.labels import DEFAULT_STOP_TIMEOUT_S, LABEL_APP_ID
+from torchspec.schedulers.docker.views import AppView, ContainerView, view_of
+
+if TYPE_CHECKING:
+    import docker
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+
+def docker_errors() -> Any:
+    """The SDK's ``docker.errors`` module, imported on first use so that importing torchspec costs nothing."""
+    import docker.errors
+
+    return docker.errors
+
+
+def reason(e: BaseException) -> str:
+    """The engine's own explanation of an error, without the SDK's HTTP noise."""
+    explanation = getattr(e, "explanation", None)
+    if explanation:
+        return str(explanation.decode() if isinstance(explanation, bytes) else explanation)
+    text = str(e)
+    match = re.search(r"\((.*)\)\)?$", text)
+    return match.group(1) if "Connection" in text and match else text
+
+
+def split_image(image: str) -> Tuple[str, Optional[str]]:
+    """``repo:tag`` -> (repo, tag); a ``:`` inside a registry host (``host:5000/repo``) is not a tag."""
+    if "@" in image:
+        return image, None
+    name, sep, tag = image.rpartition(":")
+    if sep and "/" not in tag:
+        return name, tag
+    return image, "latest"
+
+
+def stop_container(client: "docker.DockerClient", container_id: str) -> None:
+    """Stop with the container's own grace period (set at creation); gone already is fine."""
+    errors = docker_errors()
+    try:
+        timeout = client.api.inspect_container(container_id)["Config"].get("StopTimeout") or DEFAULT_STOP_TIMEOUT_S
+        client.api.stop(container_id, timeout=int(timeout))
+    except errors.NotFound:
+        pass
+    except errors.APIError as e:
+        logger.warning("cannot stop container %s: %s", container_id[:12], reason(e))
+
+
+def in_parallel(fn: Callable[[Any], Any], items: List[Any]) -> None:
+    """Run ``fn`` over ``items`` on threads (the engine works on several requests at once),
+    so stopping 16 containers takes one grace period, not 16; the first exception is raised."""
+    if len(items) <= 1:
+        for item in items:
+            fn(item)
+        return
+    with ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
+        list(pool.map(fn, items))
+
+
+def read_app(client: "docker.DockerClient", app_id: str) -> AppView:
+    """Every container of ``app_id``, inspected; an empty view when the engine has none."""
+    api = client.api
+    summaries = api.containers(all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"})
+    found: Dict[str, ContainerView] = {}
+
+    def inspect(container_id: str) -> None:
+        try:
+            found[container_id] = view_of(api.inspect_container(container_id))
+        except docker_errors().NotFound:
+            pass  # removed between the list and the inspect
+
+    ids = [summary["Id"] for summary in summaries]
+    in_parallel(inspect, ids)
+    return AppView(app_id=app_id, containers=[found[i] for i in ids if i in found])
+
+
+def ensure_image(client: "docker.DockerClient", image: str, pull: str, progress: Callable[[str], None]) -> None:
+    """Pull ``image`` if the pull policy asks for it; under ``missing`` a local image is never pulled."""
+    errors = docker_errors()
+    present = True
+    try:
+        client.api.inspect_image(image)
+    except errors.ImageNotFound:
+        present = False
+    if present and pull != "always":
+        return
+    if pull == "never":
+        raise BackendError(f"image {image!r} is not on the engine and the pull policy is never",
+                           "build or load it (docker build/load/import), or use -c pull=missing")
+    progress(f"pulling {image}")
+    try:
+        repository, tag = split_image(image)
+        client.api.pull(repository, tag=tag)
+    except errors.APIError as e:
+        if present:
+            logger.warning("cannot pull %s, using the local copy: %s", image, reason(e))
+            return
+        raise BackendError(f"cannot pull image {image!r}: {reason(e)}",
+                           "check its name and registry access, or build it locally") from None

@@ -1,0 +1,364 @@
+"""The ``docker`` Scheduler: submit, status, list, logs, cancel and delete against one Docker engine.
+
+It does the talking to the engine; what to create comes from
+``translate`` (pure), what the engine's answers mean from ``views``, and
+the longer steps live beside it: ``logs`` (reading a replica across its
+containers), ``workspace`` (image builds) and ``watcher`` (retries).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional
+
+from torchspec.errors import BackendError
+from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware
+from torchspec.schedulers.docker.engine import docker_errors, ensure_image, in_parallel, read_app, reason, stop_container
+from torchspec.schedulers.docker.labels import (
+    BUILTIN_NETWORKS,
+    CANCELLED_SUFFIX,
+    DEFAULT_ENGINE,
+    LABEL_APP_ID,
+    LABEL_KEEP,
+    LABEL_NETWORK,
+    LABEL_SESSION,
+    LABEL_VERSION,
+    LIVE_STATUSES,
+)
+from torchspec.schedulers.docker.logs import replica_lines
+from torchspec.schedulers.docker.options import docker_run_opts
+from torchspec.schedulers.docker.translate import DockerJob, app_to_job
+from torchspec.schedulers.docker.views import AppView, ContainerView, DockerReplicaStatus
+from torchspec.schedulers.docker.watcher import start_watcher, watcher_log
+from torchspec.schedulers.docker.workspace import build_workspace_image
+from torchspec.schedulers.replicas import dns_label, make_app_id
+from torchspec.specs import (
+    NONE,
+    AppDef,
+    AppDryRunInfo,
+    CfgVal,
+    ReplicaStatus,
+    Role,
+    RoleStatus,
+    Workspace,
+    runopts,
+)
+from torchspec.version import __version__
+
+if TYPE_CHECKING:
+    import docker
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+
+class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
+    """Runs each replica as a container on the engine ``DOCKER_HOST`` (or the default socket) points at.
+
+    ``progress`` receives one line per step of a workspace build; the CLI
+    points it at the terminal, the library default logs at INFO.
+    """
+
+    def __init__(self, session_name: str, client: Optional["docker.DockerClient"] = None) -> None:
+        super().__init__("docker", session_name)
+        self._client_obj = client
+        self.progress: Callable[[str], None] = lambda line: logger.info("%s", line)
+
+    # -- the engine ---------------------------------------------------------
+
+    def client(self) -> "docker.DockerClient":
+        """A client that has reached the engine, or a :class:`BackendError` that says how to start one."""
+        if self._client_obj is not None:
+            return self._client_obj
+        import docker
+
+        where = os.environ.get("DOCKER_HOST") or f"the default socket ({DEFAULT_ENGINE})"
+        try:
+            client = docker.from_env()
+            client.ping()
+        except Exception as e:  # noqa: BLE001 - the SDK raises several unrelated types for "no engine"
+            raise BackendError(
+                f"cannot reach the Docker engine at {where}: {reason(e)}",
+                "start it (e.g. `sudo systemctl start docker`, or `sudo dockerd &`),"
+                " or point DOCKER_HOST at a running engine",
+            ) from None
+        self._client_obj = client
+        return client
+
+    def close(self) -> None:
+        if self._client_obj is not None:
+            self._client_obj.close()
+            self._client_obj = None
+
+    # -- submitting ---------------------------------------------------------
+
+    def _run_opts(self) -> runopts:
+        return docker_run_opts()
+
+    def _validate(self, app: AppDef, scheduler: str) -> None:
+        """Accept roles without resources: a container without limits gets what the engine has."""
+
+    def _submit_dryrun(self, app: AppDef, cfg: Dict[str, CfgVal]) -> AppDryRunInfo[DockerJob]:
+        app_id = make_app_id(dns_label(app.name, max_len=40))
+        job = app_to_job(app, cfg, app_id, self.session_name, os.getcwd(), os.environ)
+        job.engine = os.environ.get("DOCKER_HOST") or DEFAULT_ENGINE
+        return AppDryRunInfo(job, str)
+
+    def schedule(self, dryrun_info: AppDryRunInfo[DockerJob]) -> str:
+        """Create the network and every container, then start them; all or nothing.
+
+        If anything fails half way, what was created is removed again and
+        the error says which step failed.
+        """
+        job = dryrun_info.request
+        client = self.client()
+        errors = docker_errors()
+        for image in job.images:
+            ensure_image(client, image, job.pull, self.progress)
+        self._check_network_exists(client, job)
+        created: List[str] = []
+        network_id: Optional[str] = None
+        try:
+            if job.create_network:
+                network_id = client.api.create_network(
+                    job.network, driver="bridge", labels={LABEL_APP_ID: job.app_id, LABEL_VERSION: __version__}
+                )["Id"]
+            for container in job.containers:
+                created.append(client.api.create_container(**container.create_kwargs(client.api))["Id"])
+            # the engine takes ~0.5 s to start a container and does several at once
+            in_parallel(client.api.start, created)
+        except errors.APIError as e:
+            self._remove(client, created, network_id)
+            step = "starting" if len(created) == len(job.containers) else "creating"
+            raise BackendError(f"Docker refused {step} app {job.app_id}: {reason(e)}",
+                               "nothing of the app was left behind") from None
+        try:
+            start_watcher(job.app_id)
+        except OSError as e:
+            logger.warning("cannot start the watcher of %s (%s): APPLICATION and ROLE retries will not happen,"
+                           " and a replica that fails will not stop the others", job.app_id, e)
+        return job.app_id
+
+    def _check_network_exists(self, client: "docker.DockerClient", job: DockerJob) -> None:
+        """A network named in the run options must exist: torchspec creates only its own per-app networks."""
+        if job.create_network or job.network in BUILTIN_NETWORKS:
+            return
+        try:
+            client.api.inspect_network(job.network)
+        except docker_errors().NotFound:
+            raise BackendError(f"network {job.network!r} does not exist",
+                               f"create it with `docker network create {job.network}`,"
+                               " or leave the network run option unset for a network per app") from None
+
+    # -- asking -------------------------------------------------------------
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        view = read_app(self.client(), app_id)
+        if not view.containers:
+            return None
+        current = view.current
+        metadata: Dict[str, str] = {}
+        roles_statuses = [RoleStatus(role=name, replicas=_replica_statuses(view, name, metadata))
+                          for name in view.role_order]
+        first = current[0] if current else None
+        if first is not None:
+            metadata["session_name"] = first.labels.get(LABEL_SESSION, "")
+            metadata["network"] = first.labels.get(LABEL_NETWORK, "")
+        return DescribeAppResponse(
+            app_id=app_id,
+            state=view.state,
+            num_restarts=max((c.num_restarts for c in current), default=0),
+            msg=view.msg,
+            roles_statuses=roles_statuses,
+            roles=_submitted_roles(view),
+            metadata=metadata,
+        )
+
+    def list(self) -> List[ListAppResponse]:
+        """Every app with containers on the engine, oldest first."""
+        client = self.client()
+        summaries = client.api.containers(all=True, filters={"label": LABEL_APP_ID})
+        first_seen: Dict[str, int] = {}
+        for summary in summaries:
+            app_id = (summary.get("Labels") or {}).get(LABEL_APP_ID, "")
+            first_seen[app_id] = min(first_seen.get(app_id, summary.get("Created", 0)), summary.get("Created", 0))
+        found = []
+        for app_id in sorted(first_seen, key=lambda a: (first_seen[a], a)):
+            view = read_app(client, app_id)
+            if view.containers:
+                found.append(ListAppResponse(app_id=app_id, state=view.state))
+        return found
+
+    def exists(self, app_id: str) -> bool:
+        summaries = self.client().api.containers(all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"})
+        return bool(summaries)
+
+    # -- cancelling and deleting -------------------------------------------------
+
+    def _cancel_existing(self, app_id: str) -> None:
+        """Stop every container of the app (grace period, then SIGKILL); remove them unless kept.
+
+        Containers are renamed ``NAME.cancelled`` first, so the watcher does
+        not retry them and ``status`` can tell a cancelled app from a failed one.
+        """
+        client = self.client()
+        view = read_app(client, app_id)
+        keep = any(c.labels.get(LABEL_KEEP) == "1" for c in view.containers)
+        pending = [c for c in view.current if c.retry_pending and not c.cancelled]
+        self._stop_all(client, app_id, also=pending)
+        if not keep:
+            self._remove_all(client, app_id)
+
+    def delete(self, app_id: str) -> None:
+        """Stop the app if it runs, then remove its containers (kept ones too) and its network.
+
+        Logs go with the containers.  Volumes are never removed: they hold data.
+        """
+        client = self.client()
+        self._stop_all(client, app_id)
+        self._remove_all(client, app_id)
+        with contextlib.suppress(OSError):
+            os.remove(watcher_log(app_id))
+
+    def _stop_all(self, client: "docker.DockerClient", app_id: str, also: Iterable[ContainerView] = ()) -> None:
+        """Mark (rename) and stop every live container of the app, and those in ``also``.
+
+        The watcher may be half way through replacing containers for a retry
+        while we stop them, creating new ones as we go; so this repeats until
+        a fresh look finds nothing live.
+        """
+        extra = list(also)
+        for _ in range(20):
+            view = read_app(client, app_id)
+            live = [c for c in view.containers if c.status in LIVE_STATUSES] + extra
+            extra = []
+            if not live:
+                return
+            for c in live:
+                if not c.cancelled and not c.replaced:
+                    try:
+                        client.api.rename(c.id, c.name + CANCELLED_SUFFIX)
+                    except docker_errors().APIError as e:
+                        logger.debug("cannot rename %s: %s", c.name, reason(e))
+            in_parallel(lambda c: stop_container(client, c.id), live)
+        logger.warning("containers of %s kept appearing while they were being stopped", app_id)
+
+    def _remove_all(self, client: "docker.DockerClient", app_id: str) -> None:
+        """Remove every container of the app, again until none is left (see :meth:`_stop_all`), then its network."""
+        for _ in range(20):
+            view = read_app(client, app_id)
+            if not view.containers:
+                break
+            self._remove(client, [c.id for c in view.containers], None)
+        self._remove_networks(client, app_id)
+
+    def _remove(self, client: "docker.DockerClient", container_ids: List[str], network_id: Optional[str]) -> None:
+        errors = docker_errors()
+        for container_id in container_ids:
+            try:
+                client.api.remove_container(container_id, force=True)
+            except errors.NotFound:
+                pass
+            except errors.APIError as e:
+                logger.warning("cannot remove container %s: %s", container_id[:12], reason(e))
+        if network_id:
+            try:
+                client.api.remove_network(network_id)
+            except errors.APIError as e:
+                logger.warning("cannot remove network %s: %s", network_id[:12], reason(e))
+
+    def _remove_networks(self, client: "docker.DockerClient", app_id: str) -> None:
+        for network in client.api.networks(filters={"label": f"{LABEL_APP_ID}={app_id}"}):
+            self._remove(client, [], network["Id"])
+
+    # -- logs ---------------------------------------------------------------
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[datetime] = None,
+        until: Optional[datetime] = None,
+        should_tail: bool = False,
+        streams: Optional[Stream] = None,
+    ) -> Iterable[str]:
+        """Lines of replica ``k`` of ``role_name``, across every container it ran in.
+
+        The engine timestamps each line; ``since`` (inclusive) and ``until``
+        (exclusive) select on that, naive datetimes being local time.  A
+        replica that an APPLICATION or ROLE retry replaced shows its earlier
+        containers first, each followed by a
+        ``--- torchspec: restart N of replica ROLE/K ---`` line.  With
+        ``should_tail`` the iterator follows the replica, through Docker's
+        own restarts and torchspec's, until it can produce no more.
+        """
+        client = self.client()
+        view = read_app(client, app_id)
+        if not view.containers:
+            raise ValueError(f"unknown app {app_id!r} on the Docker engine")
+        roles = view.role_order
+        if role_name not in roles:
+            raise ValueError(f"app {app_id!r} has no role {role_name!r}; its roles: {', '.join(roles)}")
+        ids = sorted({c.replica_id for c in view.containers if c.role == role_name})
+        if k not in ids:
+            raise ValueError(f"role {role_name!r} of app {app_id!r} has replicas 0..{max(ids)}, not {k}")
+        stream = Stream(streams) if streams is not None else Stream.COMBINED
+        pattern = re.compile(regex) if regex else None
+        return replica_lines(client, app_id, role_name, k, stream, pattern, aware(since), aware(until), should_tail)
+
+    # -- workspaces ---------------------------------------------------------
+
+    def build_workspace_and_update_role(self, role: Role, workspace: Any, cfg: Mapping[str, CfgVal]) -> None:
+        """Build ``role.image`` with the workspace's files copied on top, and make the role use it.
+
+        The image is tagged by a hash of its base image and the files, so an
+        unchanged folder reuses the image built before and builds nothing.
+        Files go to the image's working directory; ``.dockerignore`` in a
+        project folder is honoured; symbolic links are copied as links.
+        """
+        ws = workspace if isinstance(workspace, Workspace) else Workspace.from_str(str(workspace))
+        pull = str(cfg.get("pull") or "missing")
+        role.image = build_workspace_image(self.client(), role.image, ws, pull, self.progress)
+
+
+def _replica_statuses(view: AppView, role_name: str, metadata: Dict[str, str]) -> List[ReplicaStatus]:
+    """The status of each replica of ``role_name``; the host ports Docker published go into ``metadata``."""
+    replicas: List[ReplicaStatus] = []
+    for c in (c for c in view.current if c.role == role_name):
+        replicas.append(
+            DockerReplicaStatus(
+                id=c.replica_id,
+                state=c.state,
+                role=role_name,
+                hostname=c.hostname,
+                structured_error_msg=NONE,
+                exit_code=c.exit_code,
+                num_restarts=c.num_restarts,
+            )
+        )
+        for port, bindings in (c.ports or {}).items():
+            for binding in bindings or []:
+                metadata[f"ports.{role_name}/{c.replica_id}.{port}"] = (
+                    f"{binding.get('HostIp')}:{binding.get('HostPort')}"
+                )
+    return replicas
+
+
+def _submitted_roles(view: AppView) -> List[Role]:
+    """The roles as submitted, rebuilt from the JSON each container carries; one that cannot be is left out."""
+    from torchspec.convert import build_role
+
+    roles: List[Role] = []
+    current = view.current
+    for role_name in view.role_order:
+        spec = next(c.role_spec for c in current if c.role == role_name)
+        try:
+            roles.append(build_role(spec))
+        except (KeyError, TypeError, ValueError) as e:
+            logger.debug("cannot rebuild role %s of %s: %s", role_name, view.app_id, e)
+    return roles
