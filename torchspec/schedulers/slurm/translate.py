@@ -402,7 +402,7 @@ def _entrypoint(role: Role, img_root: str) -> str:
 def _capability(role: Role, key: str) -> Optional[str]:
     """The role's resource capability ``key``, checked for an ``#SBATCH`` line; None when not given."""
     value = role.resource.capabilities.get(key)
-    return sbatch_value(f"role {role.name!r}: resource capability {key}", value) if value else value
+    return sbatch_value(f"role {role.name!r}: resource capability {key}", value) if value else None
 
 
 def _placement_opts(cfg: Mapping[str, CfgVal], role_constraint: Optional[str], nodelist: Optional[str]
