@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from torchspec import specs
-from torchspec.schedulers.slurm import SlurmScheduler
+from torchspec.schedulers.slurm.scheduler import SlurmScheduler
 
 
 def wait_for(path: Path, timeout: float = 120) -> None:

@@ -9,19 +9,12 @@ import pytest
 
 from torchspec import specs
 from torchspec.errors import BackendError
-from torchspec.schedulers.slurm import (
-    SLURM_STATES,
-    JobView,
-    SlurmScheduler,
-    app_to_request,
-    job_message,
-    parse_log_line,
-    parse_scontrol,
-    slurm_run_opts,
-    slurm_state,
-    view_from_json,
-    view_from_scontrol,
-)
+from torchspec.schedulers.slurm.logs import parse_log_line
+from torchspec.schedulers.slurm.options import slurm_run_opts
+from torchspec.schedulers.slurm.query import JobView, job_message, parse_scontrol, view_from_json, view_from_scontrol
+from torchspec.schedulers.slurm.scheduler import SlurmScheduler
+from torchspec.schedulers.slurm.states import SLURM_STATES, slurm_state
+from torchspec.schedulers.slurm.translate import app_to_request
 
 AS = specs.AppState
 

@@ -13,9 +13,9 @@ import pytest
 
 from torchspec import specs
 from torchspec.loader import load_app
-from torchspec.schedulers.slurm import SlurmScheduler
+from torchspec.schedulers.slurm.scheduler import SlurmScheduler
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 if importlib.util.find_spec("torch") is None:
     if os.environ.get("TORCHSPEC_REQUIRE_TORCH") == "1":

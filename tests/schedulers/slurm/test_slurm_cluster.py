@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from torchspec import specs
-from torchspec.schedulers.slurm import SlurmScheduler
+from torchspec.schedulers.slurm.scheduler import SlurmScheduler
 
 AS = specs.AppState
 
@@ -101,7 +101,8 @@ def test_het_job_each_replica_sees_its_id_and_resolves_rank0(sched, image) -> No
     assert list(sched.log_iter(job_id, "reader", 0, until=datetime.now() - hour)) == []
 
     # a fresh process, that never saw the submission, finds the app
-    fresh = subprocess.run([sys.executable, "-c", "import sys; from torchspec.schedulers.slurm import SlurmScheduler;"
+    fresh = subprocess.run([sys.executable, "-c", "import sys;"
+                            " from torchspec.schedulers.slurm.scheduler import SlurmScheduler;"
                             " d = SlurmScheduler('other').describe(sys.argv[1]); print(d.state.name, len(d.roles))",
                             job_id], capture_output=True, text=True, timeout=60)
     assert fresh.stdout.split() == ["SUCCEEDED", "3"], fresh.stderr

@@ -15,12 +15,9 @@ import subprocess
 import pytest
 
 from torchspec import specs
-from torchspec.schedulers.slurm import (
-    SlurmScheduler,
-    app_to_request,
-    default_log_root,
-    slurm_run_opts,
-)
+from torchspec.schedulers.slurm.options import default_log_root, slurm_run_opts
+from torchspec.schedulers.slurm.scheduler import SlurmScheduler
+from torchspec.schedulers.slurm.translate import app_to_request
 
 
 @pytest.fixture

@@ -1,0 +1,33 @@
+"""The ``slurm`` scheduler: one app is one Slurm batch job, one heterogeneous component per role.
+
+Each role is a het-job component (a plain job when there is one role) and
+each replica its own job step (``srun --exact``), all started by one sbatch
+script, which is exactly what ``dryrun`` prints.  The app id is the Slurm job
+id; what Slurm does not keep (the spec, the replicas' stamped logs and exit
+codes) lives in a private log folder on the file system the nodes share.
+The job's comment is ``torchspec:LOG_ROOT`` (then the user's comment), which
+is how ``list`` picks torchspec's jobs and ``status`` finds the logs.
+
+The package, from the bottom up:
+
+- ``states.py``: Slurm job states as AppStates, file names, what an id may be.
+- ``options.py``: the run options, and the check of every ``#SBATCH`` value.
+- ``translate.py``: the request (its text is the sbatch script) and AppDef -> request; pure.
+- ``query.py``: what ``scontrol``/``squeue``/``sacct`` answer, as job views and states; pure.
+- ``logs.py``: the log folder: its layout, private writes, reading it back, following a log.
+- ``scheduler.py``: :class:`SlurmScheduler`, which runs the Slurm commands.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchspec.schedulers.slurm.scheduler import SlurmScheduler
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
+    """The ``slurm`` entry point; keyword arguments are ignored."""
+    from torchspec.schedulers.slurm.scheduler import SlurmScheduler
+
+    return SlurmScheduler(session_name)

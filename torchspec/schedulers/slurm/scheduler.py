@@ -1,0 +1,329 @@
+"""The slurm Scheduler: submits with ``sbatch``, asks ``scontrol``/``squeue``/``sacct``, cancels with ``scancel``.
+
+This is where the Slurm client commands run and the log folder is touched;
+what the script says comes from :mod:`.translate`, what Slurm's answers mean
+from :mod:`.query`, and the log folder's layout from :mod:`.logs`.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from torchspec.errors import BackendError
+from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware
+from torchspec.schedulers.slurm.logs import (
+    find_job_dir,
+    follow_log,
+    keep_submission,
+    private_dir,
+    read_replica,
+    read_spec,
+    remove_job_files,
+    replica_folders,
+    replica_log,
+)
+from torchspec.schedulers.slurm.options import slurm_run_opts
+from torchspec.schedulers.slurm.query import (
+    SACCT_FIELDS,
+    JobView,
+    first_line,
+    forgotten_job_state,
+    job_message,
+    job_state,
+    parse_sacct,
+    parse_scontrol,
+    parse_squeue_list,
+    replica_state,
+    unreachable,
+    view_from_json,
+    view_from_scontrol,
+)
+from torchspec.schedulers.slurm.states import COMMAND_TIMEOUT_S, TERMINAL, is_job_id
+from torchspec.schedulers.slurm.translate import SlurmBatchRequest, app_to_request
+from torchspec.specs import (
+    NONE,
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    ReplicaStatus,
+    Role,
+    RoleStatus,
+    runopts,
+)
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+#: (role name, number of replicas, the job component it runs in) for each role ``describe`` reports.
+Layout = List[Tuple[str, int, Optional[JobView]]]
+
+
+@dataclass
+class SlurmReplicaStatus(ReplicaStatus):
+    """A ReplicaStatus with the replica's exit code and in-place restarts, where the log folder has them."""
+
+    exit_code: Optional[int] = None
+    num_restarts: int = 0
+
+
+class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
+    """Submits each app as one (heterogeneous) batch job with ``sbatch`` and asks ``scontrol`` about it."""
+
+    def __init__(self, session_name: str) -> None:
+        super().__init__("slurm", session_name)
+        self._version: Optional[Tuple[int, int]] = None
+
+    # -- running Slurm's commands -------------------------------------------------
+
+    def _run(self, args: Sequence[str], check: bool = True, input_text: Optional[str] = None
+             ) -> subprocess.CompletedProcess[str]:
+        """Run a Slurm client command; a missing command or a silent controller is a BackendError."""
+        exe = shutil.which(args[0])
+        if exe is None:
+            raise BackendError(
+                f"{args[0]} not found: the Slurm client commands are not installed here",
+                "run torchspec on a login node of the cluster, or install Slurm's client (e.g. apt-get install"
+                " slurm-client) with the cluster's slurm.conf",
+            )
+        try:
+            result = subprocess.run([exe, *args[1:]], capture_output=True, text=True, input=input_text,
+                                    timeout=COMMAND_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise BackendError(f"`{shlex.join(args)}` did not answer within {COMMAND_TIMEOUT_S}s",
+                               "is slurmctld up? (sinfo; scontrol ping)") from None
+        err = result.stderr.strip()
+        if result.returncode != 0 and unreachable(err):
+            raise BackendError(f"the Slurm controller does not answer: {first_line(err)}",
+                               "check that slurmctld runs (scontrol ping) and that SLURM_CONF names this cluster's"
+                               " slurm.conf")
+        if check and result.returncode != 0:
+            raise BackendError(f"`{shlex.join(args[:2])} ...` failed: {first_line(err) or result.returncode}")
+        return result
+
+    def version(self) -> Tuple[int, int]:
+        """Slurm's (major, minor), e.g. (22, 5): decides whether ``scontrol --json`` exists (23.02 on)."""
+        if self._version is None:
+            out = self._run(["scontrol", "--version"]).stdout
+            match = re.search(r"(\d+)\.(\d+)", out)
+            self._version = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+        return self._version
+
+    # -- submitting ---------------------------------------------------------
+
+    def _run_opts(self) -> runopts:
+        return slurm_run_opts()
+
+    def _validate(self, app: AppDef, scheduler: str) -> None:
+        """Accept roles without resources: Slurm then gives the partition's defaults."""
+
+    def _submit_dryrun(self, app: AppDef, cfg: Dict[str, CfgVal]) -> AppDryRunInfo[SlurmBatchRequest]:
+        from torchspec.convert import dump_app
+
+        request = app_to_request(app, cfg, os.getcwd())
+        request.spec = dump_app(app)
+        return AppDryRunInfo(request, str)
+
+    def schedule(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest]) -> str:
+        """``sbatch --parsable`` the script; then keep the spec and script next to the logs."""
+        request = dryrun_info.request
+        private_dir(request.log_root)
+        script = request.script()
+        result = self._run(request.sbatch_args(), check=False, input_text=script)
+        if result.returncode != 0:
+            why = first_line(result.stderr.strip()).removeprefix("sbatch: error: ")
+            raise BackendError(f"sbatch refused the job: {why or f'exit code {result.returncode}'}",
+                               "run `torchspec dryrun -s slurm ...` and `sbatch --test-only` on its output for details")
+        job_id = result.stdout.strip().split(";")[0].strip()
+        if not is_job_id(job_id):
+            raise BackendError(f"sbatch answered {result.stdout.strip()!r}, not a job id")
+        keep_submission(request.log_root, job_id, request.spec, script)
+        return job_id
+
+    # -- asking -------------------------------------------------------------
+
+    def read_job(self, app_id: str) -> List[JobView]:
+        """Every component of job ``app_id`` as the controller knows it; [] once it forgot the job."""
+        if not is_job_id(app_id):
+            return []
+        if self.version() >= (23, 2):
+            result = self._run(["scontrol", "show", "job", "--json", app_id], check=False)
+            if result.returncode == 0:
+                jobs = json.loads(result.stdout).get("jobs", [])
+                return sorted((view_from_json(j) for j in jobs), key=lambda v: v.offset)
+        else:
+            result = self._run(["scontrol", "show", "job", "-o", app_id], check=False)
+            if result.returncode == 0:
+                return sorted((view_from_scontrol(f) for f in parse_scontrol(result.stdout)), key=lambda v: v.offset)
+        if "Invalid job id" in result.stderr:
+            return self._read_sacct(app_id)
+        raise BackendError(f"cannot read job {app_id}: {first_line(result.stderr.strip())}")
+
+    def _read_sacct(self, app_id: str) -> List[JobView]:
+        """The job from accounting, where configured; [] without accounting or when it does not know it."""
+        if shutil.which("sacct") is None:
+            return []
+        result = self._run(["sacct", "-n", "-P", "-X", "-j", app_id, "-o", SACCT_FIELDS], check=False)
+        return parse_sacct(result.stdout) if result.returncode == 0 else []
+
+    def _job_dir(self, app_id: str, views: List[JobView]) -> Optional[str]:
+        """The app's log folder, as a real path, from the job's comment or the default log root."""
+        return find_job_dir(app_id, [str(v.log_root) for v in views if v.log_root])
+
+    def _job_over(self, app_id: str) -> bool:
+        """Whether the job can run no more: Slurm forgot it, or it ended."""
+        views = self.read_job(app_id)
+        return not views or job_state(views) in TERMINAL
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        if not is_job_id(app_id):
+            return None  # not a job id: no job, and no folder to read
+        views = self.read_job(app_id)
+        job_dir = self._job_dir(app_id, views)
+        if views and views[0].log_root is None:
+            return None  # a job torchspec did not submit
+        if not views and job_dir is None:
+            return None
+        spec = read_spec(job_dir) if job_dir else None
+        roles = _rebuild_roles(app_id, spec)
+        roles_statuses, failed, replica_states = _role_statuses(_layout(views, roles, spec, job_dir), job_dir)
+        leader = views[0] if views else None
+        metadata = {"log_dir": job_dir or "", "session_name": self.session_name}
+        if leader is not None:
+            state = job_state(views)
+            msg = job_message(leader)
+            if failed and state == AppState.FAILED:
+                msg = f"{'; '.join(failed)} ({msg})" if msg else "; ".join(failed)
+            restarts = leader.restarts
+            metadata["nodes"] = ",".join(v.nodes for v in views if v.nodes)
+        else:
+            # Slurm forgot the job and there is no accounting: the replicas' exit codes are all there is.
+            state = forgotten_job_state(replica_states)
+            msg = f"Slurm no longer knows job {app_id}; state from its log folder {job_dir}"
+            restarts = 0
+        return DescribeAppResponse(app_id=app_id, state=state, num_restarts=restarts, msg=msg,
+                                   roles_statuses=roles_statuses, roles=roles, metadata=metadata)
+
+    def exists(self, app_id: str) -> bool:
+        if not is_job_id(app_id):
+            return False
+        views = self.read_job(app_id)
+        if views:
+            return views[0].log_root is not None
+        return self._job_dir(app_id, views) is not None
+
+    def list(self) -> List[ListAppResponse]:
+        """The user's jobs that torchspec submitted (comment ``torchspec:...``) and Slurm still knows, oldest first."""
+        out = self._run(["squeue", "-h", "-t", "all", "-u", getpass.getuser(), "-o", "%i|%T|%k"]).stdout
+        return [ListAppResponse(app_id=j, state=s) for j, s in parse_squeue_list(out)]
+
+    # -- cancelling and deleting -------------------------------------------------
+
+    def _cancel_existing(self, app_id: str) -> None:
+        """``scancel`` the job: Slurm signals every step (SIGTERM, SIGKILL after KillWait) of every component."""
+        if is_job_id(app_id):  # scancel takes more than ids (e.g. 12_[1-3]); only a job id is an app
+            self._run(["scancel", app_id])
+
+    def delete(self, app_id: str) -> None:
+        """Cancel the job if it runs, then remove its log folder (Slurm forgets jobs by itself).
+
+        Does nothing for an id that is no job id, or a job torchspec did not
+        submit; removes only the folder :meth:`_job_dir` vouches for.
+        """
+        if not is_job_id(app_id):
+            return
+        views = self.read_job(app_id)
+        job_dir = self._job_dir(app_id, views)
+        if views and views[0].log_root is None:
+            return
+        if views and job_state(views) not in TERMINAL:
+            self._run(["scancel", app_id])
+        if job_dir:
+            remove_job_files(app_id, job_dir)
+
+    # -- logs ---------------------------------------------------------------
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[datetime] = None,
+        until: Optional[datetime] = None,
+        should_tail: bool = False,
+        streams: Optional[Stream] = None,
+    ) -> Iterable[str]:
+        """Lines of replica ``k`` of ``role_name`` from its log files, without their timestamps.
+
+        ``since`` (inclusive) and ``until`` (exclusive) select on the time each
+        line reached the batch script (to the second).  With ``should_tail``
+        the iterator follows the file until the job is over, or until this
+        replica exited 0.  Files appear when the job starts: following a
+        pending job waits for them.
+        """
+        views = self.read_job(app_id) if is_job_id(app_id) else []
+        job_dir = self._job_dir(app_id, views)  # None for anything but a job id
+        if job_dir is None:
+            raise ValueError(f"unknown app {app_id!r}: no such Slurm job with a torchspec log folder")
+        path = replica_log(app_id, job_dir, role_name, k, streams)
+        pattern = re.compile(regex) if regex else None
+        return follow_log(path, pattern, aware(since), aware(until), should_tail,
+                          job_over=lambda: self._job_over(app_id))
+
+
+def _rebuild_roles(app_id: str, spec: Optional[Dict[str, Any]]) -> List[Role]:
+    """The roles of the AppDef as submitted; none for a job handed to sbatch by hand (or a spec gone bad)."""
+    from torchspec.convert import build_app
+
+    if not spec:
+        return []
+    try:
+        return build_app(spec).roles
+    except (KeyError, TypeError, ValueError) as e:
+        logger.debug("cannot rebuild the roles of %s: %s", app_id, e)
+        return []
+
+
+def _layout(views: List[JobView], roles: List[Role], spec: Optional[Dict[str, Any]], job_dir: Optional[str]
+            ) -> Layout:
+    """Each role to report, with its replica count and component: from the spec, else from the log folders.
+
+    A job handed to sbatch by hand has no spec; its replicas' log folders
+    still show its roles, so that status and logs show them too.
+    """
+    leader = views[0] if views else None
+    by_offset = {v.offset: v for v in views}
+    if not spec and job_dir:
+        return [(name, count, leader) for name, count in replica_folders(job_dir)]
+    return [(r.name, r.num_replicas, by_offset.get(g, leader)) for g, r in enumerate(roles)]
+
+
+def _role_statuses(layout: Layout, job_dir: Optional[str]) -> Tuple[List[RoleStatus], List[str], List[AppState]]:
+    """Each role's replica statuses, what failed (in words), and every replica's state."""
+    roles_statuses: List[RoleStatus] = []
+    failed: List[str] = []
+    replica_states: List[AppState] = []
+    for name, count, component in layout:
+        replicas: List[ReplicaStatus] = []
+        for k in range(count):
+            code, restarts = read_replica(job_dir, name, k)
+            state = replica_state(component, code)
+            replica_states.append(state)
+            if code:
+                failed.append(f"{name}/{k} exited with code {code}")
+            replicas.append(SlurmReplicaStatus(
+                id=k, state=state, role=name, hostname=component.nodes if component else "",
+                structured_error_msg=NONE, exit_code=code, num_restarts=restarts or 0,
+            ))
+        roles_statuses.append(RoleStatus(role=name, replicas=replicas))
+    return roles_statuses, failed, replica_states
