@@ -8,9 +8,8 @@ by the text reporter, and only when colour is asked for.
 
 from __future__ import annotations
 
-import difflib
 
-from torchspec.errors import UsageError
+from torchspec.errors import UsageError, did_you_mean
 from torchspec.report.base import Reporter
 from torchspec.report.github import GithubReporter
 from torchspec.report.json_report import JsonReporter
@@ -36,6 +35,6 @@ def get_reporter(name: str) -> type[Reporter]:
     except KeyError:
         pass
     valid = ", ".join(REPORTERS)
-    guess = difflib.get_close_matches(name.lower(), list(REPORTERS), n=1, cutoff=0.6)
-    hint = f"did you mean {guess[0]!r}? valid formats: {valid}" if guess else f"valid formats: {valid}"
+    guess = did_you_mean(name, REPORTERS)
+    hint = f"did you mean {guess!r}? valid formats: {valid}" if guess else f"valid formats: {valid}"
     raise UsageError(f"unknown report format {name!r}", hint)

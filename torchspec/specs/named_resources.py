@@ -34,7 +34,6 @@ goes through ``sys.modules`` and is unaffected.
 from __future__ import annotations
 
 import copy
-import difflib
 import functools
 import importlib
 import sys
@@ -42,6 +41,7 @@ import threading
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional
 
+from torchspec.errors import did_you_mean
 from torchspec.specs.api import NULL_RESOURCE, Resource
 
 if TYPE_CHECKING:
@@ -191,8 +191,8 @@ class _NamedResourcesLibrary(Mapping[str, Resource]):
         if key in factories:
             return factories[key]()
         names = list(factories.keys())
-        matches = difflib.get_close_matches(key, names, n=1)
-        hint = f"Did you mean `{matches[0]}`?" if matches else f"Registered named resources: {names}"
+        guess = did_you_mean(key, names)
+        hint = f"Did you mean `{guess}`?" if guess else f"Registered named resources: {names}"
         raise KeyError(f"No named resource found for `{key}`. {hint}")
 
     def __contains__(self, key: object) -> bool:
