@@ -14,10 +14,20 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any, Dict, Generic, Iterable, List, Optional, TypeVar
+from typing import Any, Dict, Generic, Iterable, List, Mapping, Optional, Tuple, TypeVar
 
-from torchspec.errors import AppRefusedError
-from torchspec.specs import NONE, NULL_RESOURCE, AppDef, AppDryRunInfo, AppState, Role, RoleStatus, runopts
+from torchspec.errors import AppRefusedError, UsageError
+from torchspec.specs import (
+    NONE,
+    NULL_RESOURCE,
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    ReplicaStatus,
+    Role,
+    RoleStatus,
+    runopts,
+)
 
 
 class Stream(str, Enum):
@@ -60,6 +70,60 @@ class ListAppResponse:
 
 
 T = TypeVar("T")
+
+
+@dataclass
+class ReplicaRunStatus(ReplicaStatus):
+    """A ReplicaStatus with what most backends also know: the replica's exit code and how often it restarted.
+
+    A subclass, so ``torchspec.specs.ReplicaStatus`` stays exactly TorchX's;
+    ``torchspec status`` shows these fields where a backend fills them in.
+    """
+
+    exit_code: Optional[int] = None
+    num_restarts: int = 0
+
+
+@dataclass
+class RequestProblem:
+    """One thing a scheduler's own check found wrong in the request built from one spec document.
+
+    ``key`` is what the caller handed to :meth:`RequestCheck.add` with that
+    request; ``path`` points into the rendered spec (``("roles", 1)``, or
+    ``()`` for the document as a whole), so lint can put the problem on a line.
+    """
+
+    key: Any
+    path: Tuple[Any, ...]
+    message: str
+    hint: Optional[str] = None
+
+
+class RequestCheck(abc.ABC):
+    """A scheduler's own checks of the requests its dry runs build, for ``torchspec lint --scheduler``.
+
+    Kubernetes validates its manifests against the API schemas and CRDs here.
+    Requests are collected with :meth:`add` and checked together in
+    :meth:`finish`, so that expensive set-up (loading schemas) happens once
+    per lint run.  ``cfg`` is the cfg the dry runs should use (a check may
+    pin an option, e.g. the Kubernetes version to render for); ``notes`` says
+    what could not be checked.
+    """
+
+    #: the lint code of every problem this check reports
+    code: str = "TS602"
+
+    def __init__(self, cfg: Mapping[str, Any]) -> None:
+        self.cfg: Dict[str, Any] = dict(cfg)
+        self.notes: List[str] = []
+
+    @abc.abstractmethod
+    def add(self, key: Any, request: Any, spec: Mapping[str, Any]) -> None:
+        """Remember ``request`` (a dry run's ``request``), built from the rendered spec document ``spec``."""
+
+    @abc.abstractmethod
+    def finish(self) -> List[RequestProblem]:
+        """Check everything added since the last call."""
 
 
 class Scheduler(abc.ABC, Generic[T]):
@@ -125,6 +189,19 @@ class Scheduler(abc.ABC, Generic[T]):
     def _submit_dryrun(self, app: AppDef, cfg: T) -> AppDryRunInfo[Any]:
         """Build the backend request from ``app`` and an already resolved ``cfg``."""
         raise NotImplementedError()
+
+    def request_check(self, cfg: Mapping[str, Any], settings: Mapping[str, Any]) -> Optional[RequestCheck]:
+        """The checks ``lint --scheduler`` runs on this scheduler's requests, beyond the dry run itself.
+
+        ``settings`` are lint's options for such checks, by flag
+        (``{"--k8s-version": (...), "--crd": (...)}``); a scheduler that uses
+        none of them refuses any that is set, rather than ignoring it.  None:
+        the dry run is all there is to check.
+        """
+        given = [flag for flag, value in settings.items() if value]
+        if given:
+            raise UsageError(f"{' and '.join(given)} do not apply to --scheduler {self.backend}")
+        return None
 
     def run_opts(self) -> runopts:
         """The cfg keys this scheduler accepts: a ``--help`` for ``run``."""
@@ -247,6 +324,9 @@ def split_lines(text: str) -> List[str]:
 __all__ = [
     "DescribeAppResponse",
     "ListAppResponse",
+    "ReplicaRunStatus",
+    "RequestCheck",
+    "RequestProblem",
     "Scheduler",
     "Stream",
     "aware",

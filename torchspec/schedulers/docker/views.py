@@ -22,7 +22,8 @@ from torchspec.schedulers.docker.labels import (
     LABEL_ROLE,
     LABEL_ROLE_NAME,
 )
-from torchspec.specs import AppState, ReplicaStatus, RetryPolicy
+from torchspec.schedulers.api import ReplicaRunStatus
+from torchspec.specs import AppState, RetryPolicy
 
 
 @dataclass
@@ -217,9 +218,5 @@ class AppView:
         return sorted(found, key=lambda c: c.attempt)
 
 
-@dataclass
-class DockerReplicaStatus(ReplicaStatus):
-    """A ReplicaStatus with what the engine knows: exit code and restarts (a subclass, so TorchX's type is kept)."""
-
-    exit_code: Optional[int] = None
-    num_restarts: int = 0
+#: The replica status this backend reports (exit code and restarts).
+DockerReplicaStatus = ReplicaRunStatus

@@ -18,12 +18,11 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Pattern
 
 from torchspec.errors import AppRefusedError
-from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware
+from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, ReplicaRunStatus, Scheduler, Stream, aware
 from torchspec.schedulers.local.logs import parse_log_line, replica_finished
 from torchspec.schedulers.local.options import DEFAULT_KILL_GRACE_S, local_run_opts
 from torchspec.schedulers.local.processes import kill_groups, pid_alive
@@ -56,7 +55,7 @@ from torchspec.schedulers.local.translate import LocalRequest, app_to_request
 from torchspec.schedulers.logfile import follow_lines
 from torchspec.schedulers.replicas import make_app_id
 from torchspec.schedulers.state_dir import default_state_dir
-from torchspec.specs import NONE, AppDef, AppDryRunInfo, AppState, CfgVal, ReplicaStatus, Role, RoleStatus, runopts
+from torchspec.specs import NONE, AppDef, AppDryRunInfo, AppState, CfgVal, Role, RoleStatus, runopts
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -64,15 +63,8 @@ logger: logging.Logger = logging.getLogger(__name__)
 SUPERVISOR_MODULE = "torchspec.schedulers.local.supervisor"
 
 
-@dataclass
-class LocalReplicaStatus(ReplicaStatus):
-    """A ReplicaStatus that also carries what the supervisor knows: the exit code and restart count.
-
-    A subclass, so ``torchspec.specs.ReplicaStatus`` stays exactly TorchX's.
-    """
-
-    exit_code: Optional[int] = None
-    num_restarts: int = 0
+#: The replica status this backend reports (exit code and restarts).
+LocalReplicaStatus = ReplicaRunStatus
 
 
 def _gpu_device_count() -> int:

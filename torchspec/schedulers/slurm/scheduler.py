@@ -15,12 +15,11 @@ import re
 import shlex
 import shutil
 import subprocess
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from torchspec.errors import BackendError
-from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware
+from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, ReplicaRunStatus, Scheduler, Stream, aware
 from torchspec.schedulers.slurm.logs import (
     find_job_dir,
     follow_log,
@@ -68,12 +67,8 @@ logger: logging.Logger = logging.getLogger(__name__)
 Layout = List[Tuple[str, int, Optional[JobView]]]
 
 
-@dataclass
-class SlurmReplicaStatus(ReplicaStatus):
-    """A ReplicaStatus with the replica's exit code and in-place restarts, where the log folder has them."""
-
-    exit_code: Optional[int] = None
-    num_restarts: int = 0
+#: The replica status this backend reports (exit code and restarts).
+SlurmReplicaStatus = ReplicaRunStatus
 
 
 class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
