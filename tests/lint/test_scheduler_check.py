@@ -19,7 +19,7 @@ from torchspec.lint.result import LintResult
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-CRDS = ROOT / "torchspec" / "schedulers" / "crds"
+CRDS = ROOT / "torchspec" / "schedulers" / "kubernetes" / "crds"
 CRD_FILES = {"jobset": (str(CRDS / "jobset.x-k8s.io_jobsets.yaml"),),
              "volcano": (str(CRDS / "batch.volcano.sh_jobs.yaml"),), "job": ()}
 FLAVORS = ("job", "jobset", "volcano")

@@ -33,7 +33,8 @@ from apiserver import DeleteOptions, FakeApiServer, rfc3339  # noqa: E402
 from torchspec import specs  # noqa: E402
 from torchspec.errors import BackendError  # noqa: E402
 from torchspec.schedulers.api import Stream  # noqa: E402
-from torchspec.schedulers.kubernetes import KubernetesScheduler, role_key  # noqa: E402
+from torchspec.schedulers.kubernetes.names import role_key  # noqa: E402
+from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler  # noqa: E402
 
 NS = "default"
 AppState = specs.AppState

@@ -2,7 +2,7 @@
 
 Every example under examples/ is rendered in every flavor and validated with ``kubernetes-validate``
 (strict: unknown fields are errors) for the oldest and newest Kubernetes it bundles, and JobSet and
-Volcano objects against their CRDs (shipped in torchspec/schedulers/crds). No cluster is needed.
+Volcano objects against their CRDs (shipped in torchspec/schedulers/kubernetes/crds). No cluster is needed.
 """
 
 from __future__ import annotations
@@ -19,16 +19,11 @@ import yaml
 from torchspec import specs
 from torchspec.errors import ParamError
 from torchspec.loader import load_apps
-from torchspec.schedulers.kubernetes import (
-    BUNDLED_CRDS,
-    FLAVORS,
-    AppRef,
-    KubernetesRequest,
-    KubernetesScheduler,
-    crd_schema,
-    merge_patch,
-    validate_manifests,
-)
+from torchspec.schedulers.kubernetes.flavors import FLAVORS
+from torchspec.schedulers.kubernetes.names import AppRef
+from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
+from torchspec.schedulers.kubernetes.translate import KubernetesRequest, merge_patch
+from torchspec.schedulers.kubernetes.validate import BUNDLED_CRDS, crd_schema, validate_manifests
 from torchspec.specs.handles import make_app_handle, parse_app_handle
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
@@ -168,7 +163,7 @@ def test_without_a_namespace_option_the_manifests_name_none() -> None:
 
 
 def test_module_does_not_import_kubernetes() -> None:
-    code = ("import sys, torchspec.schedulers.kubernetes as k; from torchspec import specs;"
+    code = ("import sys, torchspec.schedulers.kubernetes.scheduler as k; from torchspec import specs;"
             "k.KubernetesScheduler('s').submit_dryrun(specs.AppDef('a', [specs.Role('r', 'img', entrypoint='x')]), {});"
             "print('kubernetes' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

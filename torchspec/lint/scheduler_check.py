@@ -69,7 +69,7 @@ SCHEMA = "TS602"
 #: Used when kubernetes-validate cannot say which versions it bundles.
 DEFAULT_K8S_VERSIONS = ("1.25", "1.37")
 META_POD_PATCH = "kubernetes.pod_patch"
-_KUBERNETES_MODULE = "torchspec.schedulers.kubernetes"
+_KUBERNETES_MODULE = "torchspec.schedulers.kubernetes.scheduler"
 #: ``Kind name (version): path: message``, as validate_manifests writes each problem.
 _PROBLEM = re.compile(r"^(?P<label>.+?) \((?P<version>[^()]*)\): (?P<path>[^:]*): (?P<message>.*)$", re.S)
 #: A pod template inside a JobSet or Volcano Job, as validate_manifests labels it.
@@ -145,7 +145,7 @@ def prepare(options: "LintOptions") -> "SchedulerCheck":
     check = SchedulerCheck(name, scheduler, cfg)
     if is_k8s:
         check.k8s_versions = _k8s_versions(options.k8s_versions)
-        from torchspec.schedulers.kubernetes import BUNDLED_CRDS
+        from torchspec.schedulers.kubernetes.validate import BUNDLED_CRDS
 
         check.crd_paths = tuple(options.crd_paths) or BUNDLED_CRDS
         check.crd_kinds = _crd_kinds(check.crd_paths)
@@ -189,7 +189,7 @@ def _probe(name: str, scheduler: "Scheduler[Any]", cfg: Mapping[str, Any]) -> No
 
 def _crd_kinds(paths: Sequence[str]) -> set[tuple[str, str]]:
     """The (apiVersion, kind) pairs the CRD files define; an unreadable file or one holding no CRD is a usage error."""
-    from torchspec.schedulers.kubernetes import load_crds
+    from torchspec.schedulers.kubernetes.validate import load_crds
 
     kinds: set[tuple[str, str]] = set()
     for path in paths:
@@ -262,7 +262,7 @@ class SchedulerCheck:
         pending, self._pending = self._pending, []
         if not pending:
             return
-        from torchspec.schedulers.kubernetes import validate_manifests
+        from torchspec.schedulers.kubernetes.validate import validate_manifests
 
         owners: dict[tuple[Any, Any], tuple[_Pending, dict[str, Any]]] = {}
         clash = False

@@ -1,0 +1,76 @@
+"""The ``kubernetes`` scheduler: an app is a set of Kubernetes objects, in one of three flavors.
+
+A run option ``flavor`` picks what torchspec creates:
+
+    job       per role one ``batch/v1`` Job (Indexed, completions = parallelism
+              = num_replicas) plus one headless Service per app; works on any
+              cluster (the default)
+    jobset    one ``jobset.x-k8s.io/v1alpha2`` JobSet, a replicated job per role
+              (needs the JobSet controller)
+    volcano   one ``batch.volcano.sh/v1alpha1`` Job, a task per role, gang
+              scheduled (needs Volcano)
+
+All three use the same pod template per role.  The replicas of a role share
+that template, so per-replica values cannot be written into it:
+``${replica_id}`` becomes ``$(TORCHSPEC_REPLICA_ID)``, which Kubernetes itself
+expands in ``args`` and ``env`` from a variable the downward API fills with
+the pod's index (the completion index the Job controller writes on each pod,
+or Volcano's task index).
+
+Everything torchspec needs to know about an app lives in the cluster, as
+labels and annotations, so ``status``, ``logs``, ``list``, ``describe`` and
+``cancel`` work from any shell that reaches the cluster, with no local state:
+
+    torchspec.dev/app-id      the app's name (also the prefix of every object name)
+    torchspec.dev/role-name   the role's key (a DNS label made of its name), on pods
+    torchspec.dev/flavor      job, jobset or volcano, on the top-level objects
+    torchspec.dev/version     the torchspec that created the app
+    torchspec.dev/role(s)     annotation: the role(s) as submitted, as JSON, for ``describe``
+
+App ids are ``NAMESPACE:NAME`` (as in TorchX), or ``CONTEXT:NAMESPACE:NAME`` for
+an app submitted with ``-c context=...``: a kubeconfig context is a client-side
+name the cluster knows nothing of, so the id has to carry it for ``status``,
+``logs`` and ``cancel`` to reach the same cluster later (see ``names.AppRef``).
+``${app_id}`` in a role's args and env, and ``TORCHSPEC_APP_ID``, are that
+same id, so ``TORCHSPEC_JOB_ID`` is the app's real handle.
+
+Retries map onto each flavor's own mechanism (see each flavor's ``retry_how``
+and the README): nothing of torchspec needs to keep running after ``submit``.
+
+The package, lowest module first (each imports only those above it):
+
+    states.py     label and annotation keys, env names, state maps
+    names.py      Kubernetes' name rules, object names, the app id (AppRef)
+    flavor.py     what a flavor is: the Flavor base class and its Build input
+    job.py, jobset.py, volcano.py
+                  one module per flavor: what it creates, how to read it back
+    flavors.py    the table of flavors (adding one: a module and an entry here)
+    options.py    the run options and the checks of their values
+    validate.py   validation against Kubernetes' schemas and the bundled CRDs
+    translate.py  the request (what a dry run prints) and the pod template
+    status.py     reading objects and pods back: states, failures, describe
+    client.py     the API clients, creating and deleting objects, API errors
+    logs.py       reading and following a replica's log across its pods
+    scheduler.py  the KubernetesScheduler: the lifecycle
+    crds/         the JobSet and Volcano Job CRDs, for validation
+
+The ``kubernetes`` package is imported only inside functions that talk to a
+cluster, so rendering manifests never pays for it; importing this package
+imports nothing at all.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> "KubernetesScheduler":
+    """The ``kubernetes`` entry point; the ``client``, ``kubeconfig``, ``context`` and ``namespace``
+    keywords are used if given."""
+    from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
+
+    return KubernetesScheduler(session_name, client=kwargs.get("client"), kubeconfig=kwargs.get("kubeconfig"),
+                               context=kwargs.get("context"), namespace=kwargs.get("namespace"))

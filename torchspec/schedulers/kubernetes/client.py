@@ -1,0 +1,271 @@
+"""Talking to the API server: the clients (one per kubeconfig context), the calls torchspec makes, its errors.
+
+:class:`Cluster` finds the configuration (``kubeconfig``, ``$KUBECONFIG``,
+``~/.kube/config``, else the pod's service account), creates and deletes
+torchspec's objects by kind, and reads pod logs.  Every failure becomes one
+:class:`~torchspec.errors.BackendError` (:func:`api_error`): the server's own
+message and a hint.  The ``kubernetes`` package is imported only here, and
+only inside the methods that need it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
+
+from torchspec.errors import BackendError
+from torchspec.schedulers.kubernetes.flavors import flavor_of_kind
+from torchspec.schedulers.kubernetes.job import FLAVOR as JOB_FLAVOR
+from torchspec.schedulers.kubernetes.states import Obj
+from torchspec.schedulers.kubernetes.status import describe_obj
+from torchspec.schedulers.logfile import stamped_lines
+
+if TYPE_CHECKING:
+    import kubernetes
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+#: Where a pod finds its own namespace (the service account's mount).
+_POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+_HINTS = {
+    401: "the cluster rejected the credentials: refresh them (e.g. log in again) or check the kubeconfig user",
+    403: "ask a cluster admin for RBAC rights on these objects in this namespace, or use another namespace",
+    404: "check the namespace exists; for flavor jobset or volcano, that their CRDs are installed"
+         " (or use -c flavor=job)",
+    409: "an app of that name exists already (or changed meanwhile); submit again for a new id",
+    422: "the cluster refused the manifest: run `torchspec dryrun -s kubernetes` and check the field named",
+}
+_KINDS = {401: "unauthorized", 403: "forbidden", 404: "not found", 409: "conflict", 422: "invalid"}
+
+
+def api_error(e: BaseException, what: str, where: str) -> BackendError:
+    """One clear :class:`BackendError` for a failed API call: the server's own message, and a hint."""
+    status = getattr(e, "status", None)
+    if isinstance(e, BackendError):
+        return e
+    if status is None or not isinstance(status, int) or status == 0:
+        reason = str(getattr(e, "reason", None) or e)
+        match = re.search(r"(Connection refused|Name or service not known|timed out|No route to host"
+                          r"|certificate verify failed)", reason)
+        return BackendError(f"cannot reach the Kubernetes API server at {where} while {what}: "
+                            f"{match.group(1) if match else reason.splitlines()[0][:200]}",
+                            "is the cluster up? check KUBECONFIG, the context (-c context=...) and"
+                            " `kubectl cluster-info`")
+    message = ""
+    try:
+        body = json.loads(getattr(e, "body", None) or "{}")
+        message = str(body.get("message") or "")
+    except (TypeError, ValueError):
+        message = str(getattr(e, "body", "") or "")
+    message = message or str(getattr(e, "reason", "") or status)
+    kind = _KINDS.get(status, f"error {status}")
+    return BackendError(f"Kubernetes refused {what} ({kind}): {message}", _HINTS.get(status))
+
+
+def _custom_api(obj: Obj) -> Tuple[str, str, str]:
+    """(group, version, plural) of a flavor's custom object, as the CustomObjectsApi takes them."""
+    group, version = obj["apiVersion"].split("/")
+    flavor = flavor_of_kind(obj["apiVersion"], obj["kind"])
+    if flavor is None:
+        raise BackendError(f"no kubernetes flavor creates {obj['apiVersion']} {obj['kind']} objects")
+    return group, version, flavor.plural
+
+
+class Cluster:
+    """The clients of one scheduler, by kubeconfig context, and the calls torchspec makes through them.
+
+    ``kubeconfig`` defaults to ``$KUBECONFIG`` (read at each call), else
+    ``~/.kube/config``; without either, inside a pod, the in-cluster config.
+    ``context`` and ``namespace`` override the kubeconfig's current ones.
+    """
+
+    def __init__(self, client: Optional["kubernetes.client.ApiClient"] = None, kubeconfig: Optional[str] = None,
+                 context: Optional[str] = None, namespace: Optional[str] = None) -> None:
+        self._clients: Dict[Optional[str], "kubernetes.client.ApiClient"] = {}
+        if client is not None:
+            self._clients[context] = client
+        self._kubeconfig = kubeconfig
+        self.context = context
+        self.namespace = namespace
+
+    def _config_file(self) -> Optional[str]:
+        if self._kubeconfig:
+            return self._kubeconfig
+        env = os.environ.get("KUBECONFIG")
+        if env:
+            return env
+        default = os.path.expanduser("~/.kube/config")
+        return default if os.path.exists(default) else None
+
+    def client(self, context: Optional[str] = None) -> "kubernetes.client.ApiClient":
+        """An API client for ``context`` (default: the scheduler's, else the current one), or a
+        :class:`BackendError` that says why there is none."""
+        context = context or self.context
+        if context in self._clients:
+            return self._clients[context]
+        from kubernetes import client as k8s_client
+        from kubernetes import config as k8s_config
+
+        path = self._config_file()
+        try:
+            if path is not None:
+                api = k8s_config.new_client_from_config(config_file=path, context=context)
+            elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+                configuration = k8s_client.Configuration()
+                k8s_config.load_incluster_config(client_configuration=configuration)
+                api = k8s_client.ApiClient(configuration)
+            else:
+                raise BackendError("no Kubernetes configuration: KUBECONFIG is unset, ~/.kube/config does not"
+                                   " exist and this is not a pod",
+                                   "point KUBECONFIG at a kubeconfig (e.g. `kind get kubeconfig > k.yaml`)")
+        except BackendError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the loader raises ConfigException, ValueError, OSError...
+            raise BackendError(f"cannot load the Kubernetes configuration from {path or 'the pod'}: {e}",
+                               "check KUBECONFIG and the context name (`kubectl config get-contexts`)") from None
+        self._clients[context] = api
+        return api
+
+    def default_namespace(self, context: Optional[str] = None) -> str:
+        """The scheduler's namespace, else the kubeconfig context's, else ``default``."""
+        if self.namespace:
+            return self.namespace
+        path = self._config_file()
+        if path is not None:
+            try:
+                from kubernetes import config as k8s_config
+
+                contexts, current = k8s_config.list_kube_config_contexts(config_file=path)
+                chosen = next((c for c in contexts if c["name"] == (context or self.context)), current)
+                namespace = (chosen or {}).get("context", {}).get("namespace")
+                if namespace:
+                    return str(namespace)
+            except Exception:  # noqa: BLE001 - a broken kubeconfig is reported by client()
+                pass
+        elif os.path.exists(_POD_NAMESPACE_FILE):
+            with open(_POD_NAMESPACE_FILE, encoding="utf-8") as f:
+                return f.read().strip() or "default"
+        return "default"
+
+    def where(self, context: Optional[str] = None) -> str:
+        """The API server's address, for error messages."""
+        try:
+            return str(self.client(context).configuration.host)
+        except BackendError:
+            return "the cluster"
+
+    def close(self) -> None:
+        for api in self._clients.values():
+            try:
+                api.close()
+            except Exception:  # noqa: BLE001 - close must not raise
+                pass
+        self._clients.clear()
+
+    def call(self, what: str, fn: Callable[..., Any], *args: Any, context: Optional[str] = None,
+             **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)``, with API and connection errors turned into one :class:`BackendError`."""
+        try:
+            return fn(*args, **kwargs)
+        except BackendError:
+            raise
+        except Exception as e:  # noqa: BLE001 - translated below, re-raised if not the API's
+            raise api_error(e, what, self.where(context)) from None
+
+    def custom(self, context: Optional[str] = None) -> "kubernetes.client.CustomObjectsApi":
+        from kubernetes import client as k8s_client
+
+        return k8s_client.CustomObjectsApi(self.client(context))
+
+    def core(self, context: Optional[str] = None) -> "kubernetes.client.CoreV1Api":
+        from kubernetes import client as k8s_client
+
+        return k8s_client.CoreV1Api(self.client(context))
+
+    def batch(self, context: Optional[str] = None) -> "kubernetes.client.BatchV1Api":
+        from kubernetes import client as k8s_client
+
+        return k8s_client.BatchV1Api(self.client(context))
+
+    def as_json(self, obj: Any, context: Optional[str] = None) -> Obj:
+        """A typed API object (a V1Pod...) as the JSON the server sent."""
+        return self.client(context).sanitize_for_serialization(obj)
+
+    # -- objects by kind -------------------------------------------------------
+
+    def create(self, body: Obj, context: Optional[str]) -> None:
+        """Create ``body`` in its ``metadata.namespace``; API errors are raised as they are."""
+        ns = body["metadata"]["namespace"]
+        if body["kind"] == "Service":
+            self.core(context).create_namespaced_service(ns, body)
+        elif (body["apiVersion"], body["kind"]) == (JOB_FLAVOR.api_version, JOB_FLAVOR.kind):
+            self.batch(context).create_namespaced_job(ns, body)
+        else:
+            group, version, plural = _custom_api(body)
+            self.custom(context).create_namespaced_custom_object(group, version, ns, plural, body)
+
+    def delete_objects(self, objs: Sequence[Obj], namespace: str, context: Optional[str]) -> None:
+        """Delete ``objs`` with their pods (Foreground: a Job's pods are orphaned by default); gone is fine."""
+        from kubernetes.client import V1DeleteOptions
+
+        options = V1DeleteOptions(propagation_policy="Foreground")
+        for obj in reversed(list(objs)):
+            name = obj["metadata"]["name"]
+            try:
+                if obj["kind"] == "Service":
+                    self.core(context).delete_namespaced_service(name, namespace, body=options)
+                elif (obj["apiVersion"], obj["kind"]) == (JOB_FLAVOR.api_version, JOB_FLAVOR.kind):
+                    self.batch(context).delete_namespaced_job(name, namespace, body=options)
+                else:
+                    group, version, plural = _custom_api(obj)
+                    self.custom(context).delete_namespaced_custom_object(group, version, namespace, plural, name,
+                                                                         body=options)
+            except Exception as e:  # noqa: BLE001 - best effort; say what is left behind
+                if getattr(e, "status", None) != 404:
+                    logger.warning("cannot delete %s: %s", describe_obj(obj), api_error(e, "deleting", "").message)
+
+    def get_custom(self, api_version: str, plural: str, namespace: str, name: str, where: str,
+                   context: Optional[str]) -> Optional[Obj]:
+        """The custom object, or None where there is none (or its CRD is not installed)."""
+        group, version = api_version.split("/")
+        try:
+            return self.custom(context).get_namespaced_custom_object(group, version, namespace, plural, name)
+        except Exception as e:  # noqa: BLE001
+            if getattr(e, "status", None) == 404:  # no such object, or the CRD is not installed
+                return None
+            raise api_error(e, where, self.where(context)) from None
+
+    # -- pods -------------------------------------------------------------------
+
+    def pod_lines(self, namespace: str, pod: str, since: Optional[datetime], follow: bool,
+                  context: Optional[str]) -> Iterator[Tuple[Optional[datetime], str]]:
+        """``(time, line)`` of one pod's current container, read with the kubelet's timestamps."""
+        kwargs: Dict[str, Any] = {"timestamps": True, "follow": follow, "_preload_content": False}
+        if since is not None:
+            kwargs["since_seconds"] = max(1, int(time.time() - since.timestamp()) + 1)
+        try:
+            response = self.core(context).read_namespaced_pod_log(pod, namespace, **kwargs)
+        except Exception as e:  # noqa: BLE001
+            if getattr(e, "status", None) in (400, 404):  # not started yet, or gone
+                return
+            raise api_error(e, f"reading the log of pod {pod}", self.where(context)) from None
+        try:
+            for when, text in stamped_lines(response.stream(amt=65536, decode_content=False)):
+                if since is None or when is None or when >= since:
+                    yield when, text
+        finally:
+            response.release_conn()
+
+    def pod_finished(self, namespace: str, pod: str, context: Optional[str]) -> bool:
+        """Whether the pod is done (or gone): its log has no more to come."""
+        try:
+            found = self.core(context).read_namespaced_pod(pod, namespace)
+        except Exception:  # noqa: BLE001 - gone counts as finished
+            return True
+        return (found.status.phase if found.status else "") in ("Succeeded", "Failed")

@@ -1,0 +1,133 @@
+"""What a flavor is: the questions every flavor module answers, and what its translator is given.
+
+A flavor (``job``, ``jobset``, ``volcano``) is one way of running an app's
+pods on Kubernetes.  Everything that differs between flavors is a method or
+attribute of :class:`Flavor`, both ways round: what objects to create from
+the shared pod templates (:meth:`Flavor.build`), and how to read those
+objects back (:meth:`Flavor.controller_state`, :meth:`Flavor.roles_json`...).
+Each flavor module subclasses it once; ``flavors.py`` lists them.  All of it
+is pure: no module here talks to a cluster.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from torchspec.schedulers.kubernetes.states import ANNOTATION_ROLES, ENV_JOB_COMPLETION_INDEX, JOB_INDEX_KEY, Obj
+from torchspec.schedulers.replicas import ENV_REPLICA_ID
+from torchspec.specs import AppDef, AppState, Role
+
+#: A Kubernetes minor version, e.g. (1, 29); None where the user did not name one.
+Version = Optional[Tuple[int, int]]
+
+
+@dataclass
+class Build:
+    """What a flavor's translator gets: the app, the names and pod templates already made for it,
+    and the run options that shape the flavor's own objects."""
+
+    app: AppDef
+    app_id: str
+    #: role name -> role key (the role as a DNS label, see names.role_key)
+    keys: Dict[str, str]
+    #: role name -> the pod template every replica of the role runs from
+    templates: Dict[str, Obj]
+    k8s_version: Version
+    ttl: Optional[int]
+    queue: Optional[str]
+    priority_class: Optional[str]
+    namespace: Optional[str]
+    labels: Dict[str, str] = field(default_factory=dict)
+
+    def meta(self, name: str, annotations: Optional[Dict[str, str]] = None) -> Obj:
+        """The metadata of a top-level object: the namespace only when the run option names one (so a
+        dry run also applies with ``kubectl apply -n``), the app's labels, and ``annotations`` if any."""
+        out: Obj = {"name": name}
+        if self.namespace:
+            out["namespace"] = self.namespace
+        out["labels"] = dict(self.labels)
+        if annotations is not None:
+            out["annotations"] = annotations
+        return out
+
+
+def role_json(role: Role) -> Obj:
+    """The role as spec-file data, as ``describe`` rebuilds it."""
+    from torchspec.convert import dump_app
+
+    return dump_app(AppDef(name="x", roles=[role]))["roles"][0]
+
+
+def roles_annotation(app: AppDef) -> Dict[str, str]:
+    """Every role, in order, as the one annotation a JobSet or Volcano Job carries."""
+    return {ANNOTATION_ROLES: json.dumps([role_json(r) for r in app.roles], separators=(",", ":"))}
+
+
+def true_conditions(obj: Obj) -> Dict[str, Obj]:
+    """The conditions of ``obj``'s status that hold, by type (``Complete``, ``Failed``, ``Suspended``...)."""
+    return {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []
+            if c.get("status") == "True"}
+
+
+class Flavor(abc.ABC):
+    """One flavor: what it creates for an app, and how its controller's decisions are read back."""
+
+    #: the value of ``-c flavor=``, and of the ``torchspec.dev/flavor`` label
+    name: str
+    #: what ``torchspec runopts kubernetes`` says of it
+    summary: str
+    #: the object that holds the whole app (or, for ``job``, each role) and carries torchspec's labels
+    api_version: str
+    kind: str
+    plural: str
+    #: a custom resource, created through the CustomObjectsApi (its CRD must be installed)
+    custom: bool = True
+    #: whether the ``queue`` run option is Kueue's (a label) rather than the flavor's own queue field
+    kueue: bool = True
+    #: whether pods need ``spec.subdomain`` set to the app's Service (the controller does not set it)
+    subdomain: bool = False
+    #: the pod scheduler the flavor needs, if not the default one
+    scheduler_name: Optional[str] = None
+
+    def index_env(self) -> List[Obj]:
+        """The env entries that give a pod ``TORCHSPEC_REPLICA_ID``: by default, from the index the Job
+        controller annotates each pod of an Indexed Job with."""
+        return [{"name": ENV_JOB_COMPLETION_INDEX,
+                 "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{JOB_INDEX_KEY}']"}}},
+                {"name": ENV_REPLICA_ID, "value": f"$({ENV_JOB_COMPLETION_INDEX})"}]
+
+    def replica_host(self, app_id: str, key: str, k: int) -> str:
+        """The DNS name of replica ``k`` of the role ``key``, resolvable from every pod of the app (same
+        namespace): the hostname the controller gives the pod, under the app's headless Service."""
+        return f"{app_id}-{key}-{k}.{app_id}"  # Indexed Job: {job}-{index}; Volcano svc plugin: {job}-{task}-{index}
+
+    @abc.abstractmethod
+    def build(self, b: Build) -> List[Obj]:
+        """Every object of the app, in the order they are created."""
+
+    @abc.abstractmethod
+    def retry_how(self, role: Role, k8s_version: Version) -> str:
+        """How ``role``'s retry policy maps onto this flavor, for the dry run's header."""
+
+    @abc.abstractmethod
+    def controller_state(self, top: List[Obj]) -> Tuple[Optional[AppState], str]:
+        """What the controller decided from the app's ``top`` objects (None while it has not), and its message."""
+
+    def roles_json(self, top: List[Obj]) -> List[Obj]:
+        """The roles as submitted, in order (KeyError, ValueError... where the annotation is missing or broken)."""
+        return list(json.loads(top[0]["metadata"]["annotations"][ANNOTATION_ROLES]))
+
+    def restarts(self, status: Obj) -> int:
+        """Whole-app restarts the controller counted, from the top object's ``status``."""
+        return 0
+
+    def pod_templates(self, obj: Obj) -> List[Tuple[str, Obj]]:
+        """(where, pod template) of every pod template inside ``obj``, to validate them as Pods."""
+        return []
+
+    def companions(self, app_id: str) -> List[Obj]:
+        """Objects of the app besides the top ones (enough of each to delete it): cancel deletes them first."""
+        return []

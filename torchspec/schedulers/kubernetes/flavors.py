@@ -1,0 +1,24 @@
+"""Which flavors there are: the one table every other module looks a flavor up in.
+
+Adding a flavor is a module that subclasses :class:`~.flavor.Flavor` (see
+``job.py``, ``jobset.py``, ``volcano.py``) and one entry in
+:data:`FLAVOR_TABLE`: the run option's choices and help, the dry run, reading
+an app back, ``list`` and manifest validation all follow from it.  The order
+is the order ``-c flavor=`` lists them and the order an app is searched for.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+from torchspec.schedulers.kubernetes import job, jobset, volcano
+from torchspec.schedulers.kubernetes.flavor import Flavor
+
+FLAVOR_TABLE: Dict[str, Flavor] = {f.name: f for f in (job.FLAVOR, jobset.FLAVOR, volcano.FLAVOR)}
+#: The values ``-c flavor=`` takes.
+FLAVORS: Tuple[str, ...] = tuple(FLAVOR_TABLE)
+
+
+def flavor_of_kind(api_version: str, kind: str) -> Optional[Flavor]:
+    """The flavor whose top-level object is ``apiVersion``/``kind``, or None."""
+    return next((f for f in FLAVOR_TABLE.values() if (f.api_version, f.kind) == (api_version, kind)), None)

@@ -1,0 +1,123 @@
+"""The ``job`` flavor: per role one Indexed ``batch/v1`` Job, plus one headless Service per app.
+
+Works on any cluster: no controller beyond Kubernetes' own.  The Job of a
+role runs ``num_replicas`` pods at once (completions = parallelism), each
+knowing its index; the Service gives them the DNS names ``{job}-{k}.{app}``.
+Each Job carries its role as JSON, so the app is read back from the Jobs
+alone.  :func:`job_spec` is also what each replicated Job of a JobSet is.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import List, Optional, Tuple
+
+from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Version, role_json, true_conditions
+from torchspec.schedulers.kubernetes.states import (
+    ANNOTATION_ROLE,
+    ANNOTATION_ROLE_INDEX,
+    LABEL_APP_ID,
+    LABEL_ROLE_NAME,
+    PER_INDEX_MIN_VERSION,
+    Obj,
+)
+from torchspec.specs import AppState, RetryPolicy, Role
+
+
+def _per_index(k8s_version: Version) -> bool:
+    """Whether ``backoffLimitPerIndex`` can be used on the oldest Kubernetes the manifests must work on."""
+    return k8s_version is None or k8s_version >= PER_INDEX_MIN_VERSION
+
+
+def _job_retry_fields(role: Role, k8s_version: Version, in_jobset: bool) -> Obj:
+    """A role's Job fields for its retry policy (see :meth:`JobFlavor.retry_how`).
+
+    REPLICA: each index retried alone (``backoffLimitPerIndex``; before 1.29 a
+    ``backoffLimit`` the replicas share).  APPLICATION and ROLE: in a JobSet
+    the Job fails at the first failed pod so that JobSet restarts everything;
+    a lone Job can only replace the failed pod (``backoffLimit``).
+    """
+    retry = RetryPolicy(role.retry_policy)
+    if retry == RetryPolicy.REPLICA and role.max_retries > 0:
+        if _per_index(k8s_version):
+            return {"backoffLimitPerIndex": role.max_retries, "maxFailedIndexes": 0}
+        return {"backoffLimit": role.max_retries}
+    return {"backoffLimit": 0 if in_jobset else role.max_retries}
+
+
+def job_spec(role: Role, template: Obj, k8s_version: Version, ttl: Optional[int], in_jobset: bool = False) -> Obj:
+    """The spec of the Indexed Job that runs every replica of ``role`` from ``template``."""
+    spec: Obj = {"completionMode": "Indexed", "completions": role.num_replicas, "parallelism": role.num_replicas}
+    spec.update(_job_retry_fields(role, k8s_version, in_jobset))
+    if ttl is not None:
+        spec["ttlSecondsAfterFinished"] = ttl
+    spec["template"] = template
+    return spec
+
+
+def _service(b: Build) -> Obj:
+    """The headless Service that gives every pod of the app its DNS name (pods get its name as subdomain)."""
+    return {"apiVersion": "v1", "kind": "Service", "metadata": b.meta(b.app_id),
+            "spec": {"clusterIP": "None", "selector": {LABEL_APP_ID: b.app_id}, "publishNotReadyAddresses": True}}
+
+
+def _job_state(job: Obj) -> Tuple[Optional[AppState], str]:
+    """What the Job controller decided for one role's Job, and a message where there is one to give."""
+    conds = true_conditions(job)
+    if "Failed" in conds:
+        return AppState.FAILED, (f"job {job['metadata']['name']} failed: {conds['Failed'].get('reason', '')}"
+                                 f" {conds['Failed'].get('message', '')}".strip())
+    if "Complete" in conds:
+        return AppState.SUCCEEDED, ""
+    if "Suspended" in conds or (job.get("spec") or {}).get("suspend"):
+        return None, f"job {job['metadata']['name']} is suspended (waiting for a queue, e.g. Kueue)"
+    return None, ""
+
+
+class JobFlavor(Flavor):
+    name = "job"
+    summary = "a batch/v1 Job per role + a headless Service; any cluster"
+    api_version = "batch/v1"
+    kind = "Job"
+    plural = "jobs"
+    custom = False
+    subdomain = True  # with the Indexed Job's hostname {job}-{k}: {job}-{k}.{app_id}
+
+    def build(self, b: Build) -> List[Obj]:
+        objects = [_service(b)]
+        for index, role in enumerate(b.app.roles):
+            key = b.keys[role.name]
+            annotations = {ANNOTATION_ROLE: json.dumps(role_json(role), separators=(",", ":")),
+                           ANNOTATION_ROLE_INDEX: str(index)}
+            meta = b.meta(f"{b.app_id}-{key}", annotations)
+            meta["labels"][LABEL_ROLE_NAME] = key
+            objects.append({"apiVersion": self.api_version, "kind": self.kind, "metadata": meta,
+                            "spec": job_spec(role, b.templates[role.name], b.k8s_version, b.ttl)})
+        return objects
+
+    def retry_how(self, role: Role, k8s_version: Version) -> str:
+        retry, n = RetryPolicy(role.retry_policy), role.max_retries
+        if retry == RetryPolicy.REPLICA and n and _per_index(k8s_version):
+            return f"backoffLimitPerIndex={n} (each replica retried alone; needs Kubernetes >= 1.29)"
+        if retry == RetryPolicy.REPLICA and n:
+            return f"backoffLimit={n} (Kubernetes < 1.29: {n} retries shared by the role's replicas)"
+        return f"backoffLimit={n} (a failed pod is replaced alone; use flavor=jobset to restart all)"
+
+    def controller_state(self, top: List[Obj]) -> Tuple[Optional[AppState], str]:
+        """Failed as soon as one role's Job failed; succeeded once every Job completed."""
+        decided = [_job_state(job) for job in top]
+        states = [state for state, _ in decided]
+        if AppState.FAILED in states:
+            return AppState.FAILED, next(message for state, message in decided if message)
+        if states and all(s == AppState.SUCCEEDED for s in states):
+            return AppState.SUCCEEDED, ""
+        return None, "; ".join(message for _, message in decided if message)
+
+    def roles_json(self, top: List[Obj]) -> List[Obj]:
+        return [json.loads(j["metadata"]["annotations"][ANNOTATION_ROLE]) for j in top]
+
+    def companions(self, app_id: str) -> List[Obj]:
+        return [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": app_id}}]
+
+
+FLAVOR = JobFlavor()

@@ -1,0 +1,83 @@
+"""The ``jobset`` flavor: one ``jobset.x-k8s.io/v1alpha2`` JobSet, a replicated Job per role.
+
+Needs the JobSet controller.  Each role is an Indexed Job (the same spec as
+the ``job`` flavor's), and JobSet itself provides the headless Service and
+pod hostnames ``{jobset}-{role}-0-{k}``.  What JobSet adds is restarting the
+whole app: APPLICATION (and ROLE, which JobSet cannot restart alone) retries
+become its ``failurePolicy``.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Version, roles_annotation, true_conditions
+from torchspec.schedulers.kubernetes.job import job_spec
+from torchspec.schedulers.kubernetes.states import Obj
+from torchspec.specs import AppDef, AppState, RetryPolicy, Role
+
+
+def _failure_policy(app: AppDef, keys: Dict[str, str]) -> Obj:
+    """APPLICATION (and ROLE, which JobSet cannot restart on its own) -> restart the JobSet, at most
+    the largest ``max_retries`` of those roles; a REPLICA role's Job failing (its per-index retries
+    spent) fails the JobSet at once."""
+    restarts = max((r.max_retries for r in app.roles if RetryPolicy(r.retry_policy) != RetryPolicy.REPLICA),
+                   default=0)
+    policy: Obj = {"maxRestarts": restarts}
+    replica_roles = [keys[r.name] for r in app.roles if RetryPolicy(r.retry_policy) == RetryPolicy.REPLICA]
+    if replica_roles and restarts:
+        policy["rules"] = [{"name": "replicaRetriesSpent", "action": "FailJobSet",
+                            "targetReplicatedJobs": replica_roles}]
+    return policy
+
+
+class JobSetFlavor(Flavor):
+    name = "jobset"
+    summary = "a JobSet; needs the JobSet controller"
+    api_version = "jobset.x-k8s.io/v1alpha2"
+    kind = "JobSet"
+    plural = "jobsets"
+
+    def replica_host(self, app_id: str, key: str, k: int) -> str:
+        return f"{app_id}-{key}-0-{k}.{app_id}"  # {jobset}-{replicated job}-{job index}-{pod index}
+
+    def build(self, b: Build) -> List[Obj]:
+        spec: Obj = {
+            "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+            "failurePolicy": _failure_policy(b.app, b.keys),
+            "replicatedJobs": [{"name": b.keys[r.name], "replicas": 1,
+                                "template": {"spec": job_spec(r, b.templates[r.name], b.k8s_version, None,
+                                                              in_jobset=True)}}
+                               for r in b.app.roles],
+        }
+        if b.ttl is not None:
+            spec["ttlSecondsAfterFinished"] = b.ttl
+        return [{"apiVersion": self.api_version, "kind": self.kind,
+                 "metadata": b.meta(b.app_id, roles_annotation(b.app)), "spec": spec}]
+
+    def retry_how(self, role: Role, k8s_version: Version) -> str:
+        retry, n = RetryPolicy(role.retry_policy), role.max_retries
+        if retry == RetryPolicy.REPLICA:
+            return f"backoffLimitPerIndex={n} in its Job, then FailJobSet"
+        widened = ", ROLE widened to APPLICATION" if retry == RetryPolicy.ROLE else ""
+        return f"failurePolicy.maxRestarts (whole JobSet restarted{widened})"
+
+    def controller_state(self, top: List[Obj]) -> Tuple[Optional[AppState], str]:
+        conds = true_conditions(top[0])
+        if "Failed" in conds:
+            return AppState.FAILED, f"jobset failed: {conds['Failed'].get('message', '')}".strip()
+        if "Completed" in conds:
+            return AppState.SUCCEEDED, ""
+        if "Suspended" in conds:
+            return None, "jobset is suspended (waiting for a queue, e.g. Kueue)"
+        return None, ""
+
+    def restarts(self, status: Obj) -> int:
+        return int(status.get("restarts") or 0)
+
+    def pod_templates(self, obj: Obj) -> List[Tuple[str, Obj]]:
+        return [(f"replicatedJobs[{i}]", ((r.get("template") or {}).get("spec") or {}).get("template") or {})
+                for i, r in enumerate((obj.get("spec") or {}).get("replicatedJobs") or [])]
+
+
+FLAVOR = JobSetFlavor()

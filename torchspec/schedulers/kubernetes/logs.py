@@ -1,0 +1,125 @@
+"""Reading one replica's log, from every pod it ran in, and following it through replacement pods.
+
+A replica may run in several pods over its life: the Job controller replaces
+a failed pod, JobSet and Volcano delete every pod when they restart the whole
+app.  :class:`ReplicaLog` reads them in order, with a ``--- torchspec:
+restart N of replica ROLE/K ---`` line before each replacement, and with
+``should_tail`` waits for the next pod until the replica can write no more.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable, Iterator, List, Optional, Pattern, Set
+
+from torchspec.schedulers.kubernetes.client import Cluster
+from torchspec.schedulers.kubernetes.status import AppView, PodView
+from torchspec.specs import AppState
+
+logger: logging.Logger = logging.getLogger(__name__)
+
+#: How long ``logs -f`` waits for a failed replica's replacement pod before it stops following.
+RETRY_WAIT_S = 120
+#: How often it looks again meanwhile.
+_POLL_S = 0.2
+
+
+@dataclass
+class ReplicaLog:
+    """The log of replica ``key/k`` of one app: :meth:`lines` reads it once (or follows it)."""
+
+    cluster: Cluster
+    #: reads the app afresh (the scheduler's ``read_app``): pods come and go while the log is followed
+    read_app: Callable[[str], AppView]
+    app_id: str
+    role_name: str
+    key: str
+    k: int
+    pattern: Optional[Pattern[str]] = None
+    since: Optional[datetime] = None
+    until: Optional[datetime] = None
+    should_tail: bool = False
+    #: pod uids read to their end
+    _done: Set[str] = field(default_factory=set)
+    #: pod uids in the order first read: controllers may delete old pods, so attempts alone cannot count them
+    _seen: List[str] = field(default_factory=list)
+    #: set once a line at or after ``until`` was read: nothing more is wanted
+    _past_until: bool = False
+
+    def lines(self) -> Iterator[str]:
+        """Every line wanted, pod after pod, a restart line before each replacement."""
+        while True:
+            view = self.read_app(self.app_id)
+            attempts = view.attempts(self.key, self.k)
+            for number, pod in enumerate(attempts):
+                if pod.uid in self._done:
+                    continue
+                yield from self._restart_marker(number, pod)
+                yield from self._read_pod(view, pod, latest=pod is attempts[-1])
+                if self._past_until:
+                    return
+            if not self.should_tail or not self._may_write_more():
+                return
+
+    def _restart_marker(self, number: int, pod: PodView) -> Iterator[str]:
+        """The restart line for a pod read for the first time, unless it is the replica's first pod."""
+        if pod.uid in self._seen:
+            return
+        self._seen.append(pod.uid)
+        restart = max(number, len(self._seen) - 1)
+        marker = f"--- torchspec: restart {restart} of replica {self.role_name}/{self.k} ---\n"
+        if restart > 0 and (self.pattern is None or self.pattern.search(marker)):
+            yield marker
+
+    def _read_pod(self, view: AppView, pod: PodView, latest: bool) -> Iterator[str]:
+        """The pod's lines wanted; following it to its end when it is the latest pod and ``should_tail``."""
+        follow = self.should_tail and latest
+        if follow and not self._wait_started(pod):
+            self._done.add(pod.uid)
+            return
+        for when, text in self.cluster.pod_lines(view.namespace, pod.name, self.since, follow, view.context):
+            if self.until is not None and when is not None and when >= self.until:
+                self._past_until = True
+                return
+            if self.pattern is None or self.pattern.search(text):
+                yield text
+        if not latest or not self.should_tail or self.cluster.pod_finished(view.namespace, pod.name, view.context):
+            self._done.add(pod.uid)
+
+    def _wait_started(self, pod: PodView) -> bool:
+        """Wait until ``pod``'s container runs or ran (its log exists); False if it never will."""
+        deadline = time.monotonic() + RETRY_WAIT_S
+        while time.monotonic() < deadline:
+            view = self.read_app(self.app_id)
+            current = next((p for p in view.attempts(self.key, self.k) if p.uid == pod.uid), None)
+            if current is None:
+                return False
+            if current.started:
+                return True
+            if view.state in (AppState.FAILED, AppState.SUCCEEDED):
+                return False
+            time.sleep(_POLL_S)
+        return False
+
+    def _may_write_more(self) -> bool:
+        """Wait until the replica has a pod not read to its end (True) or can never have one (False)."""
+        deadline = time.monotonic() + RETRY_WAIT_S
+        while time.monotonic() < deadline:
+            view = self.read_app(self.app_id)
+            attempts = view.attempts(self.key, self.k)
+            if not view.exists or view.state in (AppState.FAILED, AppState.SUCCEEDED, AppState.CANCELLED):
+                return False
+            if not attempts:  # a controller restarting the whole app deleted the pods: wait for new ones
+                time.sleep(_POLL_S)
+                continue
+            if attempts[-1].uid not in self._done:
+                return True
+            if attempts[-1].phase == "Succeeded" or view.state in (AppState.FAILED, AppState.SUCCEEDED):
+                return False
+            time.sleep(_POLL_S)
+        logger.warning("%s/%d of %s: no replacement pod came within %ds; stopped following", self.key, self.k,
+                       self.app_id, RETRY_WAIT_S)
+        return False

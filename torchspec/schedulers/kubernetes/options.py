@@ -1,0 +1,118 @@
+"""The run options of ``kubernetes`` (``-c flavor=jobset,namespace=ml...``) and the checks of their values.
+
+The runopts declare the types; :func:`check_run_options` refuses the values
+Kubernetes would refuse (or misread), before any manifest is written.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Mapping, Optional, Tuple
+
+from torchspec.errors import AppRefusedError
+from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE, FLAVORS
+from torchspec.schedulers.kubernetes.names import (
+    DNS_LABEL_RULE,
+    DNS_SUBDOMAIN_RULE,
+    is_dns_label,
+    is_dns_subdomain,
+    is_label_value,
+    is_quantity,
+)
+from torchspec.schedulers.kubernetes.states import DEFAULT_FLAVOR
+from torchspec.specs import CfgVal, runopts
+
+
+def _flavor_help() -> str:
+    described = [f"{f.name} ({f.summary})" for f in FLAVOR_TABLE.values()]
+    return "what to create: " + ", ".join(described[:-1]) + " or " + described[-1]
+
+
+def kubernetes_run_opts() -> runopts:
+    """The run options of ``kubernetes``; declared once, here."""
+    opts = runopts()
+    opts.add("flavor", type_=str, default=DEFAULT_FLAVOR, help=_flavor_help())
+    opts.add("namespace", type_=str, default=None,
+             help="namespace of the app (default: the kubeconfig context's, else default)")
+    opts.add("context", type_=str, default=None, help="kubeconfig context to use (default: the current one)")
+    opts.add("queue", type_=str, default=None,
+             help="queue: the Kueue LocalQueue (label kueue.x-k8s.io/queue-name) for job and jobset,"
+                  " the Volcano queue for volcano")
+    opts.add("service_account", type_=str, default=None, help="service account the pods run as")
+    opts.add("image_pull_secrets", type_=List[str], default=None,
+             help="names of Secrets holding registry credentials, e.g. regcred;other")
+    opts.add("priority_class", type_=str, default=None, help="PriorityClass of the pods")
+    opts.add("ttl", type_=int, default=None,
+             help="seconds after the app finishes before Kubernetes deletes it (ttlSecondsAfterFinished)")
+    opts.add("k8s_version", type_=str, default=None,
+             help="oldest Kubernetes the manifests must work on, e.g. 1.27; below 1.29 REPLICA retries use"
+                  " backoffLimit (shared by the role's replicas) instead of backoffLimitPerIndex")
+    opts.add("shm_size", type_=str, default=None, help="size limit of the memory-backed /dev/shm, e.g. 2Gi")
+    opts.add("privileged", type_=bool, default=False, help="run the containers privileged")
+    return opts
+
+
+def parse_version(text: Optional[str]) -> Optional[Tuple[int, int]]:
+    """``"1.28"``, ``"v1.28.3"`` -> (1, 28); None for None or ``""``."""
+    if not text:
+        return None
+    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?", str(text).strip())
+    if match is None:
+        raise AppRefusedError(f"run option k8s_version must look like 1.29, not {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def flavor_name(cfg: Mapping[str, CfgVal]) -> str:
+    """The flavor ``cfg`` asks for (checked by :func:`check_run_options`)."""
+    return str(cfg.get("flavor") or DEFAULT_FLAVOR)
+
+
+def _check_names(cfg: Mapping[str, CfgVal]) -> None:
+    """The options that name Kubernetes objects follow Kubernetes' name rules."""
+    namespace = cfg.get("namespace")
+    if namespace and not is_dns_label(str(namespace)):
+        raise AppRefusedError(f"run option namespace={namespace!r} is not a namespace name (a DNS-1123 label:"
+                              f" {DNS_LABEL_RULE})")
+    ttl = cfg.get("ttl")
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0):
+        raise AppRefusedError(f"run option ttl={ttl!r} must be a number of seconds, 0 or more")
+    shm_size = cfg.get("shm_size")
+    if shm_size and not is_quantity(str(shm_size)):
+        raise AppRefusedError(f"run option shm_size={shm_size!r} is not a Kubernetes quantity (e.g. 2Gi, 512Mi, 1G)")
+    for option in ("service_account", "priority_class"):
+        value = cfg.get(option)
+        if value and not is_dns_subdomain(str(value)):
+            raise AppRefusedError(f"run option {option}={value!r} is not a valid name ({DNS_SUBDOMAIN_RULE})")
+    for i, secret in enumerate(cfg.get("image_pull_secrets") or []):  # type: ignore[arg-type]
+        if not is_dns_subdomain(str(secret)):  # the value is not echoed: it may be the credential itself
+            raise AppRefusedError(f"run option image_pull_secrets: item {i + 1} is no Secret name"
+                                  f" ({DNS_SUBDOMAIN_RULE}); the option takes the names of Secrets (e.g. regcred),"
+                                  " never their content")
+
+
+def _check_queue(queue: CfgVal, kueue: bool) -> None:
+    """A Kueue queue is a label value as well as a name; a Volcano queue only a name."""
+    name = str(queue)
+    valid = is_label_value(name) and is_dns_subdomain(name) if kueue else is_dns_subdomain(name)
+    if not valid:
+        raise AppRefusedError(f"run option queue={queue!r} is not a valid queue name (lowercase letters, digits,"
+                              f" inner '-' and '.'{', at most 63 characters' if kueue else ''})")
+
+
+def check_run_options(cfg: Mapping[str, CfgVal]) -> None:
+    """Refuse a run option Kubernetes would refuse (or misread), with AppRefusedError naming the option.
+
+    The runopts types are checked before this; here are the values: names
+    follow Kubernetes' rules, ``ttl`` is not negative, ``shm_size`` is a
+    quantity.  ``image_pull_secrets`` must be Secret *names*: the manifests
+    (and dry runs, which get pasted around) must never carry a Secret's
+    content, which a pasted ``.dockerconfigjson`` or token would be.
+    """
+    flavor = flavor_name(cfg)
+    if flavor not in FLAVORS:
+        raise AppRefusedError(f"run option flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
+    _check_names(cfg)
+    queue = cfg.get("queue")
+    if queue:
+        _check_queue(queue, FLAVOR_TABLE[flavor].kueue)
+    parse_version(str(cfg.get("k8s_version") or ""))

@@ -1,0 +1,260 @@
+"""The ``kubernetes`` Scheduler: submit, status, describe, list, logs, cancel, through the API server.
+
+The lifecycle only: what to create comes from ``translate.py``, what the
+objects and pods mean from ``status.py``, the calls and their errors from
+``client.py``, following logs from ``logs.py``.  Every app is found again by
+its labels, so any shell that reaches the cluster can do all of it.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from datetime import datetime
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Tuple
+
+from torchspec.errors import BackendError
+from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware
+from torchspec.schedulers.kubernetes.client import Cluster, api_error
+from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
+from torchspec.schedulers.kubernetes.job import FLAVOR as JOB_FLAVOR
+from torchspec.schedulers.kubernetes.logs import ReplicaLog
+from torchspec.schedulers.kubernetes.names import AppRef, app_name
+from torchspec.schedulers.kubernetes.options import kubernetes_run_opts
+from torchspec.schedulers.kubernetes.states import (
+    ANNOTATION_ROLE_INDEX,
+    DEFAULT_FLAVOR,
+    LABEL_APP_ID,
+    LABEL_FLAVOR,
+    Obj,
+)
+from torchspec.schedulers.kubernetes.status import AppView, describe_app, describe_obj, pod_view
+from torchspec.schedulers.kubernetes.translate import KubernetesRequest, app_to_request
+from torchspec.schedulers.replicas import make_app_id
+from torchspec.specs import AppDef, AppDryRunInfo, CfgVal, runopts
+
+if TYPE_CHECKING:
+    import kubernetes
+
+#: The flavors whose apps are custom objects, searched for by name in table order.
+_CUSTOM_FLAVORS = [f for f in FLAVOR_TABLE.values() if f.custom]
+
+
+class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
+    """Runs each app as Kubernetes objects on the cluster the kubeconfig (or the pod's service account) points at.
+
+    ``kubeconfig`` defaults to ``$KUBECONFIG`` (read at each call), else
+    ``~/.kube/config``; without either, inside a pod, the in-cluster config.
+    ``context`` and ``namespace`` override the kubeconfig's current ones for
+    the status, logs, list and cancel calls; ``submit`` takes them as run options.
+    A context or namespace in an app id (:class:`AppRef`) wins over both.
+    """
+
+    def __init__(self, session_name: str, client: Optional["kubernetes.client.ApiClient"] = None,
+                 kubeconfig: Optional[str] = None, context: Optional[str] = None,
+                 namespace: Optional[str] = None) -> None:
+        super().__init__("kubernetes", session_name)
+        self._cluster = Cluster(client=client, kubeconfig=kubeconfig, context=context, namespace=namespace)
+
+    # -- the cluster ---------------------------------------------------------
+
+    def client(self, context: Optional[str] = None) -> "kubernetes.client.ApiClient":
+        """An API client for ``context`` (default: the scheduler's, else the current one), or a
+        :class:`BackendError` that says why there is none."""
+        return self._cluster.client(context)
+
+    def default_namespace(self, context: Optional[str] = None) -> str:
+        """The scheduler's namespace, else the kubeconfig context's, else ``default``."""
+        return self._cluster.default_namespace(context)
+
+    def close(self) -> None:
+        self._cluster.close()
+
+    # -- submitting ---------------------------------------------------------
+
+    def _run_opts(self) -> runopts:
+        return kubernetes_run_opts()
+
+    def _validate(self, app: AppDef, scheduler: str) -> None:
+        """Accept roles without resources: such a pod gets what the node has (BestEffort)."""
+
+    def _submit_dryrun(self, app: AppDef, cfg: Dict[str, CfgVal]) -> AppDryRunInfo[KubernetesRequest]:
+        """The request; a scheduler made with a ``context`` submits through it as ``-c context=`` would,
+        so the app id (and ``${app_id}``) carry it."""
+        app_id = make_app_id(app_name(app.name))
+        if self._cluster.context and not cfg.get("context"):
+            cfg = {**cfg, "context": self._cluster.context}
+        return AppDryRunInfo(app_to_request(app, cfg, app_id, self.session_name), str)
+
+    def schedule(self, dryrun_info: AppDryRunInfo[KubernetesRequest]) -> str:
+        """Create every object of the request, all or nothing; returns ``[CONTEXT:]NAMESPACE:NAME``.
+
+        If one create fails, the objects created before it are deleted again
+        (with their pods) and the error says which object failed and why.
+        """
+        request = dryrun_info.request
+        context = request.context
+        namespace = request.namespace or self.default_namespace(context)
+        created: List[Obj] = []
+        for obj in request.objects:
+            body = copy.deepcopy(obj)
+            body["metadata"]["namespace"] = namespace
+            try:
+                self._cluster.create(body, context)
+            except Exception as e:  # noqa: BLE001 - translated with what was left behind
+                self._cluster.delete_objects(created, namespace, context)
+                undone = (f"; deleted again what was created before it: "
+                          f"{', '.join(describe_obj(o) for o in created)}" if created else "")
+                error = api_error(e, f"creating {describe_obj(obj)} in namespace {namespace}",
+                                  self._cluster.where(context))
+                raise BackendError(error.message + undone, error.hint) from None
+            created.append(body)
+        return str(AppRef(name=request.app_id, namespace=namespace, context=context))
+
+    # -- reading ------------------------------------------------------------
+
+    def resolve(self, app_id: str) -> Optional[AppRef]:
+        """``app_id`` with its context and namespace filled in (the scheduler's or the kubeconfig's
+        where the id has none); None for an id that cannot name an app here."""
+        ref = AppRef.parse(app_id)
+        if ref is None:
+            return None
+        context = ref.context or self._cluster.context
+        return AppRef(name=ref.name, namespace=ref.namespace or self.default_namespace(context), context=context)
+
+    def _find_top(self, name: str, namespace: str, context: Optional[str]) -> Tuple[str, List[Obj]]:
+        """The app's flavor and top-level objects: its Jobs (in role order), else the custom object of
+        that name that carries the app's label; no objects where there is no such app."""
+        where = f"reading app {name} in namespace {namespace}"
+        jobs = self._cluster.call(where, self._cluster.batch(context).list_namespaced_job, namespace,
+                                  label_selector=f"{LABEL_APP_ID}={name},{LABEL_FLAVOR}={JOB_FLAVOR.name}",
+                                  context=context)
+        flavor = JOB_FLAVOR.name
+        if jobs.items:
+            # list items of built-in kinds come without kind and apiVersion
+            top = [{**self._cluster.as_json(j, context), "apiVersion": JOB_FLAVOR.api_version,
+                    "kind": JOB_FLAVOR.kind} for j in jobs.items]
+            top.sort(key=lambda j: int((j["metadata"].get("annotations") or {}).get(ANNOTATION_ROLE_INDEX, 0)))
+            return flavor, top
+        for custom in _CUSTOM_FLAVORS:
+            flavor = custom.name
+            found = self._cluster.get_custom(custom.api_version, custom.plural, namespace, name, where, context)
+            if found is not None and (found["metadata"].get("labels") or {}).get(LABEL_APP_ID) == name:
+                return flavor, [found]
+        return flavor, []
+
+    def read_app(self, app_id: str) -> AppView:
+        """Every object and pod of ``app_id``; an empty view (``exists`` False) when there are none."""
+        ref = self.resolve(app_id)
+        if ref is None:  # e.g. "default:x=y": no app can have that id; asking would be a selector error
+            return AppView(app_id=app_id, namespace="", flavor=DEFAULT_FLAVOR, top=[], pods=[])
+        name, namespace, context = ref.name, str(ref.namespace), ref.context
+        flavor, top = self._find_top(name, namespace, context)
+        if not top:
+            return AppView(app_id=name, namespace=namespace, flavor=flavor, top=[], pods=[], context=context)
+        pods = self._cluster.call(f"reading app {name} in namespace {namespace}",
+                                  self._cluster.core(context).list_namespaced_pod, namespace,
+                                  label_selector=f"{LABEL_APP_ID}={name}", context=context)
+        views = [pod_view(self._cluster.as_json(p, context)) for p in pods.items]
+        return AppView(app_id=name, namespace=namespace, flavor=flavor, top=top, pods=[v for v in views if v],
+                       context=context)
+
+    def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        view = self.read_app(app_id)
+        if not view.exists:
+            return None
+        return describe_app(view, app_id)
+
+    def _created_by_name(self, namespace: str, context: Optional[str]) -> Dict[str, str]:
+        """Every torchspec app in ``namespace``: its name -> when its first object was created."""
+        where = f"listing apps in namespace {namespace}"
+        found: Dict[str, str] = {}
+        jobs = self._cluster.call(where, self._cluster.batch(context).list_namespaced_job, namespace,
+                                  label_selector=f"{LABEL_APP_ID},{LABEL_FLAVOR}={JOB_FLAVOR.name}", context=context)
+        for job in jobs.items:
+            name = job.metadata.labels[LABEL_APP_ID]
+            stamp = job.metadata.creation_timestamp.isoformat() if job.metadata.creation_timestamp else ""
+            found[name] = min(found.get(name, stamp), stamp)
+        for custom in _CUSTOM_FLAVORS:
+            group, version = custom.api_version.split("/")
+            try:
+                items = self._cluster.custom(context).list_namespaced_custom_object(
+                    group, version, namespace, custom.plural, label_selector=LABEL_APP_ID)["items"]
+            except Exception as e:  # noqa: BLE001
+                if getattr(e, "status", None) == 404:
+                    continue  # that CRD is not installed: no such apps
+                raise api_error(e, where, self._cluster.where(context)) from None
+            for item in items:
+                name = item["metadata"]["labels"][LABEL_APP_ID]
+                found[name] = min(found.get(name, ""), item["metadata"].get("creationTimestamp", "")) or \
+                    item["metadata"].get("creationTimestamp", "")
+        return found
+
+    def list(self) -> List[ListAppResponse]:
+        """Every torchspec app in the namespace, oldest first, found by label.
+
+        The cluster cannot tell which kubeconfig context an app was submitted
+        through, so the ids name the scheduler's context if it has one, else none.
+        """
+        context = self._cluster.context
+        namespace = self.default_namespace(context)
+        found = self._created_by_name(namespace, context)
+        out = []
+        for name in sorted(found, key=lambda n: (found[n], n)):
+            view = self.read_app(str(AppRef(name=name, namespace=namespace, context=context)))
+            if view.exists:
+                out.append(ListAppResponse(app_id=view.full_id, state=view.state))
+        return out
+
+    def exists(self, app_id: str) -> bool:
+        return self.read_app(app_id).exists
+
+    # -- cancelling and deleting -------------------------------------------------
+
+    def _cancel_existing(self, app_id: str) -> None:
+        """Delete the app's objects with Foreground propagation, so their pods go too."""
+        view = self.read_app(app_id)
+        objs = view.flavor_impl.companions(view.app_id) + list(view.top)
+        self._cluster.delete_objects(objs, view.namespace, view.context)
+
+    def delete(self, app_id: str) -> None:
+        """The same as cancel: nothing of a cancelled app stays behind (logs go with the pods)."""
+        if self.exists(app_id):
+            self._cancel_existing(app_id)
+
+    # -- logs ---------------------------------------------------------------
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: Optional[str] = None,
+        since: Optional[datetime] = None,
+        until: Optional[datetime] = None,
+        should_tail: bool = False,
+        streams: Optional[Stream] = None,
+    ) -> Iterable[str]:
+        """Lines of replica ``k`` of ``role_name``, from every pod it ran in (a failed pod's
+        replacement follows a ``--- torchspec: restart N of replica ROLE/K ---`` line).
+
+        The kubelet timestamps each line; ``since`` (inclusive) and ``until``
+        (exclusive) select on that.  With ``should_tail`` the iterator follows
+        the replica, through replacement pods, until it can produce no more.
+        Kubernetes keeps stdout and stderr together, so only ``combined`` exists.
+        """
+        if streams not in (None, Stream.COMBINED, "combined"):
+            raise ValueError("Kubernetes keeps a container's stdout and stderr together: only combined logs exist")
+        view = self.read_app(app_id)
+        if not view.exists:
+            raise ValueError(f"unknown app {app_id!r} on the cluster")
+        names = {name: (key, n) for name, key, n in view.role_names}
+        if role_name not in names:
+            raise ValueError(f"app {app_id!r} has no role {role_name!r}; its roles: {', '.join(names)}")
+        key, n = names[role_name]
+        if not 0 <= k < n:
+            raise ValueError(f"role {role_name!r} of app {app_id!r} has replicas 0..{n - 1}, not {k}")
+        log = ReplicaLog(self._cluster, self.read_app, app_id, role_name, key, k,
+                         pattern=re.compile(regex) if regex else None, since=aware(since), until=aware(until),
+                         should_tail=should_tail)
+        return log.lines()

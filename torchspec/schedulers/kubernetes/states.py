@@ -1,0 +1,83 @@
+"""The words torchspec and Kubernetes share: label and annotation keys, env names, state maps.
+
+The lowest module of the package: it imports nothing else from it, so every
+other module (the pure translators and the code that reads the cluster back)
+can name the same keys without importing one another.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from torchspec.schedulers.replicas import ENV_REPLICA_ID
+from torchspec.specs import AppState
+
+#: A Kubernetes object (or any part of one) as plain JSON data.
+Obj = Dict[str, Any]
+
+LABEL_APP_ID = "torchspec.dev/app-id"
+LABEL_ROLE_NAME = "torchspec.dev/role-name"
+LABEL_FLAVOR = "torchspec.dev/flavor"
+LABEL_VERSION = "torchspec.dev/version"
+LABEL_SESSION = "torchspec.dev/session"
+#: Annotation of a ``job``-flavor Job: its role as JSON; and the role's position in the app.
+ANNOTATION_ROLE = "torchspec.dev/role"
+ANNOTATION_ROLE_INDEX = "torchspec.dev/role-index"
+#: Annotation of a JobSet or Volcano Job: every role, in order, as a JSON list.
+ANNOTATION_ROLES = "torchspec.dev/roles"
+#: Kueue picks up workloads that carry this label (the LocalQueue's name).
+LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+
+#: Where the Job controller writes a pod's index (annotation since 1.21, also a label since 1.28).
+JOB_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+#: Where Volcano writes a pod's index within its task (label; some releases also annotate it).
+VOLCANO_INDEX_KEY = "volcano.sh/task-index"
+#: The variable Indexed Jobs know their index by; declared explicitly so ``$(...)`` can use it.
+ENV_JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
+#: What ``${replica_id}`` becomes: Kubernetes expands ``$(VAR)`` in command, args and env values.
+REPLICA_ID_REF = f"$({ENV_REPLICA_ID})"
+#: The pod's namespace, from the downward API: the namespace part of ``${app_id}`` refers to it, so
+#: the id is right even for a dry run applied with ``kubectl apply -n NS`` (no namespace in the manifests).
+ENV_NAMESPACE = "TORCHSPEC_NAMESPACE"
+NAMESPACE_REF = f"$({ENV_NAMESPACE})"
+
+#: The flavor an app gets without ``-c flavor=...``: plain Jobs work on any cluster.
+DEFAULT_FLAVOR = "job"
+
+#: Role metadata key: a JSON merge patch (RFC 7386) applied to the role's pod template.
+META_POD_PATCH = "kubernetes.pod_patch"
+#: Resource capability naming the extended resource a role's ``gpu`` count asks for.
+CAP_GPU_RESOURCE = "kubernetes.gpu_resource"
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+#: The first Kubernetes release where ``backoffLimitPerIndex`` is on by default (beta).
+PER_INDEX_MIN_VERSION = (1, 29)
+
+#: Volcano's job phases (status.state.phase).
+VOLCANO_STATES: Dict[str, AppState] = {
+    "Pending": AppState.PENDING,
+    "Inqueue": AppState.PENDING,
+    "Running": AppState.RUNNING,
+    "Restarting": AppState.RUNNING,
+    "Completing": AppState.RUNNING,
+    "Completed": AppState.SUCCEEDED,
+    "Aborting": AppState.FAILED,
+    "Aborted": AppState.FAILED,
+    "Terminating": AppState.FAILED,
+    "Terminated": AppState.FAILED,
+    "Failed": AppState.FAILED,
+}
+POD_PHASES: Dict[str, AppState] = {
+    "Pending": AppState.PENDING,
+    "Running": AppState.RUNNING,
+    "Succeeded": AppState.SUCCEEDED,
+    "Failed": AppState.FAILED,
+    "Unknown": AppState.UNKNOWN,
+}
+#: Waiting reasons that mean the pod cannot start as it is, spelled out for ``status``.
+WAITING_TROUBLE = {
+    "ErrImagePull": "cannot pull its image",
+    "ImagePullBackOff": "cannot pull its image",
+    "InvalidImageName": "has an invalid image name",
+    "CreateContainerConfigError": "cannot be configured (a missing ConfigMap or Secret?)",
+    "CrashLoopBackOff": "keeps crashing",
+}
