@@ -102,7 +102,7 @@ def test_env_precedence_and_copied_values_never_printed() -> None:
 
 
 def test_labels_let_any_process_rebuild_the_role() -> None:
-    from torchspec.convert import build_role
+    from torchspec.specs.convert import build_role
 
     r = role(num_replicas=2, env={"K": "${app_id}"}, max_retries=1)
     c = job(specs.AppDef("app", roles=[r])).containers[1]

@@ -80,7 +80,7 @@ def describe(handle: str, as_json: bool) -> int:
     Exit codes: 0 ok, 2 malformed or unknown handle, or unknown scheduler,
     6 the scheduler's backend cannot be reached.
     """
-    from torchspec.convert import dump_app
+    from torchspec.specs.convert import dump_app
 
     with open_runner() as runner:
         app = runner.describe(handle)

@@ -84,7 +84,12 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
     )
     if max_file_size or config.get("max_file_size"):
         options.max_file_bytes = int(max_file_size or config["max_file_size"])
-    result = lint_paths(paths or (".",), options)
+    if scheduler:
+        from torchspec.runner.check import lint_paths as lint_with_scheduler
+
+        result = lint_with_scheduler(paths or (".",), options)
+    else:
+        result = lint_paths(paths or (".",), options)
     try:
         stream = open(output, "w", encoding="utf-8") if output else sys.stdout
     except OSError as e:

@@ -27,7 +27,7 @@ def render(file: str, fmt: str, show_env: bool, reveal_env: bool, params: tuple[
     """
     from torchspec.cli import console
     from torchspec.loader import LoadOptions, load_file
-    from torchspec.convert import dump_app
+    from torchspec.specs.convert import dump_app
 
     loaded = load_file(file, LoadOptions(params=parse_params(params), params_file=params_file,
                                          template_paths=tuple(template_paths)))

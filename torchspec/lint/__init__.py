@@ -5,9 +5,10 @@ reporters.  Required params that nobody passed get typed stand-in values
 (checks on what they feed are skipped) so that a spec which needs params at
 submit time still lints clean in CI.
 
-With ``LintOptions(scheduler=NAME)`` every file that loaded without errors is
-also dry-run on that scheduler (TS601) and, for kubernetes, its manifests are
-schema-checked (TS602); see :mod:`torchspec.lint.scheduler_check`.
+Further checks of loaded files plug in as :class:`FileCheck` objects
+(``LintOptions.checks``).  The one torchspec has, the dry run on a scheduler
+(``lint --scheduler``: TS601, TS602), lives in the runner layer, since lint
+knows no scheduler: :func:`torchspec.runner.check.lint_paths` adds it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from torchspec.errors import Diagnostic, UsageError
 from torchspec import codes
@@ -27,7 +28,8 @@ from torchspec.errors import did_you_mean
 if TYPE_CHECKING:
     from torchspec.config import Config
 
-__all__ = ["LintOptions", "LintResult", "lint_paths", "discover", "EXIT_OK", "EXIT_ERRORS", "EXIT_USAGE"]
+__all__ = ["FileCheck", "LintOptions", "LintResult", "lint_paths", "discover", "EXIT_OK", "EXIT_ERRORS",
+           "EXIT_USAGE"]
 
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
              ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs"}
@@ -49,6 +51,24 @@ def looks_like_spec(text: str) -> bool:
     return bool(_ROLES_KEY.search(text) and _ENTRYPOINT.search(text))
 
 
+class FileCheck(Protocol):
+    """A check lint runs on every file that loaded, after its own (``check_file``), then once at the end.
+
+    Its diagnostics go into the ``out`` list of the file they are about, also
+    from ``finish``; ``notes`` says what it could not check.
+    """
+
+    #: the codes it reports: a check none of whose codes is selected is not run
+    codes: Sequence[str]
+    notes: list[str]
+
+    def check_file(self, loaded: LoadedFile, out: list[Diagnostic]) -> None:
+        ...
+
+    def finish(self) -> None:
+        ...
+
+
 @dataclass
 class LintOptions:
     select: list[str] = field(default_factory=list)
@@ -60,7 +80,7 @@ class LintOptions:
     max_file_bytes: int = MAX_FILE_BYTES
     #: skip named files that do not look like specs too (pre-commit passes every staged YAML file)
     only_specs: bool = False
-    #: also dry-run each spec on this scheduler (TS601; kubernetes: TS602 too); see lint.scheduler_check
+    #: also dry-run each spec on this scheduler (TS601; kubernetes: TS602 too): torchspec.runner.check
     scheduler: str | None = None
     #: the scheduler's run options: a mapping, or ``-c`` text such as ``"flavor=jobset,queue=q"``
     scheduler_cfg: Mapping[str, Any] | str = field(default_factory=dict)
@@ -70,6 +90,8 @@ class LintOptions:
     crd_paths: tuple[str, ...] = ()
     #: where ``[scheduler.NAME]`` run option defaults come from (as for submit); None: none
     config: "Config | None" = None
+    #: further checks of each loaded file (the scheduler check is one)
+    checks: Sequence[FileCheck] = ()
 
 
 def check_codes(entries: Iterable[str]) -> list[str]:
@@ -131,13 +153,10 @@ def lint_paths(paths: Iterable[str], options: LintOptions | None = None) -> Lint
     load_options = LoadOptions(params=options.params, params_file=options.params_file,
                                template_paths=options.template_paths, max_file_bytes=options.max_file_bytes,
                                lint=True)
-    check = None
-    if options.scheduler:
-        from torchspec.lint.scheduler_check import prepare
-
-        check = prepare(options)  # bad settings are usage errors before any file is read
-        if not any(is_selected(c, select, ignore) for c in ("TS601", "TS602")):
-            check = None
+    if options.scheduler and not options.checks:
+        raise UsageError("linting against a scheduler runs its dry run: use torchspec.runner.check.lint_paths",
+                         "from torchspec.runner.check import lint_paths")
+    checks = [c for c in options.checks if any(is_selected(code, select, ignore) for code in c.codes)]
     result = LintResult()
     per_file: list[list[Diagnostic]] = []
     for path, named in discover(paths, options.exclude):
@@ -146,14 +165,14 @@ def lint_paths(paths: Iterable[str], options: LintOptions | None = None) -> Lint
             continue
         result.files.append(path)
         found = loaded.all_diagnostics()
-        if check is not None:
+        for check in checks:
             check.check_file(loaded, found)
         per_file.append(found)
         env_read = sorted({name for doc in loaded.documents for name in doc.env_read})
         if env_read:
             result.env_read[path] = env_read
-    if check is not None:
-        check.finish()  # kubernetes manifests are validated together, into each file's list
+    for check in checks:
+        check.finish()  # e.g. kubernetes manifests are validated together, into each file's list
         result.notes.extend(check.notes)
     result.diagnostics.extend(d for found in per_file for d in found if is_selected(d.code, select, ignore))
     return result

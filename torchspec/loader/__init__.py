@@ -252,7 +252,7 @@ def _checked(out: LoadedDocument, doc: Document, declared: dict[str, Any], sourc
     rendered_doc = Document(doc.file, doc.text, out.rendered, doc.index, doc.positions, doc.key_positions, doc.format)
     out.diagnostics.extend(d for d in rules.check(rendered_doc) if not _under(d.path, doubtful))
     if out.ok and not options.lint:
-        from torchspec.convert import build_app
+        from torchspec.specs.convert import build_app
 
         out.app = build_app(out.rendered)
     return out

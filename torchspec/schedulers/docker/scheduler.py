@@ -351,7 +351,7 @@ def _replica_statuses(view: AppView, role_name: str, metadata: Dict[str, str]) -
 
 def _submitted_roles(view: AppView) -> List[Role]:
     """The roles as submitted, rebuilt from the JSON each container carries; one that cannot be is left out."""
-    from torchspec.convert import build_role
+    from torchspec.specs.convert import build_role
 
     roles: List[Role] = []
     current = view.current

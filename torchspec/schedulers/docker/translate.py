@@ -334,7 +334,7 @@ def role_to_containers(
     submitting shell (``copy_env``), the role's env, the ``env`` run option,
     then torchspec's own variables; ``PYTHONUNBUFFERED=1`` where nobody set it.
     """
-    from torchspec.convert import dump_app
+    from torchspec.specs.convert import dump_app
 
     role_json = json.dumps(dump_app(AppDef(name=app_id, roles=[role]))["roles"][0], separators=(",", ":"))
     binds, volumes, devices = _mounts(role, cwd)

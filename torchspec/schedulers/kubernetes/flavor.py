@@ -56,7 +56,7 @@ class Build:
 
 def role_json(role: Role) -> Obj:
     """The role as spec-file data, as ``describe`` rebuilds it."""
-    from torchspec.convert import dump_app
+    from torchspec.specs.convert import dump_app
 
     return dump_app(AppDef(name="x", roles=[role]))["roles"][0]
 
@@ -91,6 +91,10 @@ class Flavor(abc.ABC):
     subdomain: bool = False
     #: the pod scheduler the flavor needs, if not the default one
     scheduler_name: Optional[str] = None
+    #: for a custom object holding one pod template per role: the list under ``spec`` that holds them
+    #: (as :meth:`pod_templates` names them, ``replicatedJobs[i]``), and where role ``i``'s template sits
+    template_list: Optional[str] = None
+    template_at: str = ""
 
     def index_env(self) -> List[Obj]:
         """The env entries that give a pod ``TORCHSPEC_REPLICA_ID``: by default, from the index the Job

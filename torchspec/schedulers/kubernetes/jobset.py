@@ -75,6 +75,9 @@ class JobSetFlavor(Flavor):
     def restarts(self, status: Obj) -> int:
         return int(status.get("restarts") or 0)
 
+    template_list = "replicatedJobs"
+    template_at = "spec.replicatedJobs[{i}].template.spec.template"
+
     def pod_templates(self, obj: Obj) -> List[Tuple[str, Obj]]:
         return [(f"replicatedJobs[{i}]", ((r.get("template") or {}).get("spec") or {}).get("template") or {})
                 for i, r in enumerate((obj.get("spec") or {}).get("replicatedJobs") or [])]

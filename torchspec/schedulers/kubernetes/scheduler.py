@@ -11,10 +11,10 @@ from __future__ import annotations
 import copy
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from torchspec.errors import BackendError
-from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware
+from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, RequestCheck, Scheduler, Stream, aware
 from torchspec.schedulers.kubernetes.client import Cluster, api_error
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.job import FLAVOR as JOB_FLAVOR
@@ -77,6 +77,12 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
 
     def _validate(self, app: AppDef, scheduler: str) -> None:
         """Accept roles without resources: such a pod gets what the node has (BestEffort)."""
+
+    def request_check(self, cfg: Mapping[str, Any], settings: Mapping[str, Any]) -> "RequestCheck":
+        """Lint validates the manifests against the Kubernetes schemas and the CRDs (see check.py)."""
+        from torchspec.schedulers.kubernetes.check import manifest_check
+
+        return manifest_check(cfg, settings)
 
     def _submit_dryrun(self, app: AppDef, cfg: Dict[str, CfgVal]) -> AppDryRunInfo[KubernetesRequest]:
         """The request; a scheduler made with a ``context`` submits through it as ``-c context=`` would,

@@ -274,7 +274,7 @@ def _role_statuses(view: AppView) -> List[RoleStatus]:
 
 def _roles(view: AppView, app_id: str) -> List[Role]:
     """The roles as submitted, rebuilt from their JSON; one that no longer builds is left out."""
-    from torchspec.convert import build_role
+    from torchspec.specs.convert import build_role
 
     roles: List[Role] = []
     for spec in view.roles_json:

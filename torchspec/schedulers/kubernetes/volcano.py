@@ -91,6 +91,9 @@ class VolcanoFlavor(Flavor):
     def restarts(self, status: Obj) -> int:
         return int(status.get("retryCount") or 0)
 
+    template_list = "tasks"
+    template_at = "spec.tasks[{i}].template"
+
     def pod_templates(self, obj: Obj) -> List[Tuple[str, Obj]]:
         tasks = (obj.get("spec") or {}).get("tasks") or []
         return [(f"tasks[{i}]", t.get("template") or {}) for i, t in enumerate(tasks)]

@@ -105,7 +105,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         """Accept roles without resources: a local process gets whatever the machine has."""
 
     def _submit_dryrun(self, app: AppDef, cfg: Dict[str, CfgVal]) -> AppDryRunInfo[LocalRequest]:
-        from torchspec.convert import dump_app
+        from torchspec.specs.convert import dump_app
 
         app_id = make_app_id(app.name)
         override = cfg.get("state_dir")
@@ -464,7 +464,7 @@ def _kill_grace_s(app_dir: str) -> int:
 
 def _read_roles(app_dir: str) -> List[Role]:
     """The roles of ``spec.json``, for the runner to rebuild the AppDef; [] if unreadable."""
-    from torchspec.convert import build_app
+    from torchspec.specs.convert import build_app
 
     try:
         return build_app(read_json(os.path.join(app_dir, SPEC_FILE))).roles

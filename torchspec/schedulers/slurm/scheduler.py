@@ -122,7 +122,7 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         """Accept roles without resources: Slurm then gives the partition's defaults."""
 
     def _submit_dryrun(self, app: AppDef, cfg: Dict[str, CfgVal]) -> AppDryRunInfo[SlurmBatchRequest]:
-        from torchspec.convert import dump_app
+        from torchspec.specs.convert import dump_app
 
         request = app_to_request(app, cfg, os.getcwd())
         request.spec = dump_app(app)
@@ -278,7 +278,7 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
 
 def _rebuild_roles(app_id: str, spec: Optional[Dict[str, Any]]) -> List[Role]:
     """The roles of the AppDef as submitted; none for a job handed to sbatch by hand (or a spec gone bad)."""
-    from torchspec.convert import build_app
+    from torchspec.specs.convert import build_app
 
     if not spec:
         return []

@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from torchspec.errors import BackendError, UsageError
-from torchspec.lint import LintOptions, lint_paths
+from torchspec.specs import runopts
+from torchspec.lint import LintOptions
 from torchspec.lint.result import LintResult
+from torchspec.runner.check import lint_paths
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -247,10 +249,13 @@ def test_docker_refuses_a_device_it_cannot_provide(tmp_path) -> None:
 
 
 def test_refusal_naming_no_role_is_at_the_top_of_the_document(tmp_path) -> None:
-    from torchspec.lint.scheduler_check import SchedulerCheck
+    from torchspec.runner.check import SchedulerCheck
     from torchspec.loader import LoadOptions, load_file
 
     class Refuses:
+        def run_opts(self) -> runopts:
+            return runopts()
+
         def _validate(self, app: Any, name: str) -> None:
             raise ValueError("this backend takes no apps on Sundays")
 
@@ -264,10 +269,13 @@ def test_refusal_naming_no_role_is_at_the_top_of_the_document(tmp_path) -> None:
 
 
 def test_a_dry_run_needing_its_backend_is_skipped_with_a_note(tmp_path) -> None:
-    from torchspec.lint.scheduler_check import SchedulerCheck
+    from torchspec.runner.check import SchedulerCheck
     from torchspec.loader import LoadOptions, load_file
 
     class NeedsBackend:
+        def run_opts(self) -> runopts:
+            return runopts()
+
         def _validate(self, app: Any, name: str) -> None:
             pass
 
@@ -410,7 +418,7 @@ def test_cli_prints_notes_on_stderr(tmp_path) -> None:
 
 def _imported(*lint_args: str) -> list[str]:
     watched = ("docker", "kubernetes", "kubernetes_validate", "rich", "jsonschema", "torchspec.schedulers",
-               "torchspec.schedulers.kubernetes", "torchspec.schedulers.docker", "torchspec.lint.scheduler_check")
+               "torchspec.schedulers.kubernetes", "torchspec.schedulers.docker", "torchspec.runner.check")
     code = ("import sys\nfrom torchspec.cli.main import main\n"
             f"sys.argv = ['torchspec', 'lint', *{list(lint_args)!r}]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
@@ -430,3 +438,11 @@ def test_scheduler_lint_imports_only_what_it_needs() -> None:
     docker = _imported("--scheduler", "docker", "examples/hello.yaml")
     assert "torchspec.schedulers.docker" in docker
     assert not {"docker", "kubernetes", "kubernetes_validate", "torchspec.schedulers.kubernetes"} & set(docker)
+
+
+def test_lint_alone_knows_no_scheduler(tmp_path) -> None:
+    """torchspec.lint cannot dry-run: asked to, it says where the scheduler check lives."""
+    from torchspec import lint
+
+    with pytest.raises(UsageError, match="torchspec.runner.check.lint_paths"):
+        lint.lint_paths([str(EXAMPLES / "hello.yaml")], LintOptions(scheduler="local"))

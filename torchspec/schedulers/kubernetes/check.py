@@ -1,0 +1,269 @@
+"""What ``torchspec lint --scheduler kubernetes`` checks beyond the dry run: the manifests, against the schemas.
+
+Every request's objects are collected, then validated together (the
+schemas and CRDs are read once per lint run) with :func:`validate_manifests`
+for each Kubernetes version asked for (default: the oldest and the newest
+that ``kubernetes-validate`` bundles) and against the CRD files given
+(default: the bundled JobSet and Volcano CRDs).  Each problem becomes a
+TS602 placed at the role whose Job, replicated job or Volcano task failed,
+inside the role's ``kubernetes.pod_patch`` when the patch wrote the failing
+field.  Unless the cfg sets ``k8s_version``, manifests are rendered for the
+oldest version checked: the option names the oldest cluster they must work on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Sequence
+
+from torchspec.errors import UsageError
+from torchspec.schedulers.api import RequestCheck, RequestProblem
+from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
+from torchspec.schedulers.kubernetes.states import ANNOTATION_ROLE_INDEX, DEFAULT_FLAVOR
+
+#: Used when kubernetes-validate cannot say which versions it bundles.
+DEFAULT_K8S_VERSIONS = ("1.25", "1.37")
+META_POD_PATCH = "kubernetes.pod_patch"
+#: ``Kind name (version): path: message``, as validate_manifests writes each problem.
+_PROBLEM = re.compile(r"^(?P<label>.+?) \((?P<version>[^()]*)\): (?P<path>[^:]*): (?P<message>.*)$", re.S)
+#: A pod template inside a custom object (``JobSet x replicatedJobs[1] pod template``), as validate_manifests
+#: labels it.
+_NESTED = re.compile(r" (?P<where>\w+)\[(?P<index>\d+)\] pod template$")
+#: Where each role's pod template sits in the custom object that holds it, by the list that holds them.
+_TEMPLATE_AT = {f.template_list: f.template_at for f in FLAVOR_TABLE.values() if f.template_list}
+#: jsonschema's message for an unknown field: the first field it names.
+_UNEXPECTED = re.compile(r"Additional properties are not allowed \('([^']+)'")
+_CRD_PATH = re.compile(r"^spec\.(?P<where>\w+)\.(?P<index>\d+)(?:\.(?P<rest>.*))?$")
+
+
+def manifest_check(cfg: Mapping[str, Any], settings: Mapping[str, Any]) -> "ManifestCheck":
+    """The check ``--k8s-version`` and ``--crd`` ask for, every setting verified (a :class:`UsageError` otherwise)."""
+    from torchspec.schedulers.kubernetes.validate import BUNDLED_CRDS
+
+    unknown = [flag for flag, value in settings.items() if value and flag not in ("--k8s-version", "--crd")]
+    if unknown:
+        raise UsageError(f"{' and '.join(unknown)} do not apply to --scheduler kubernetes")
+    versions = _k8s_versions(settings.get("--k8s-version") or ())
+    crd_paths = tuple(settings.get("--crd") or ()) or BUNDLED_CRDS
+    check = ManifestCheck(cfg, versions, crd_paths, _crd_kinds(crd_paths))
+    if not cfg.get("k8s_version"):
+        check.cfg["k8s_version"] = min(versions, key=_version_key)
+    flavor = FLAVOR_TABLE.get(str(check.cfg.get("flavor") or DEFAULT_FLAVOR))
+    if flavor is not None and flavor.custom and (flavor.api_version, flavor.kind) not in check.crd_kinds:
+        check.notes.append(f"kubernetes: no CRD for {flavor.kind} ({flavor.api_version}) was given with --crd, so "
+                           f"the {flavor.name} objects (and the pod templates inside them) are not schema-checked")
+    return check
+
+
+def _k8s_versions(wanted: Sequence[str]) -> tuple[str, ...]:
+    """``wanted`` as ``major.minor`` (default: the oldest and newest bundled), each checked against
+    what kubernetes-validate bundles; a usage error naming ``pip install kubernetes-validate`` without it."""
+    try:
+        import kubernetes_validate  # noqa: F401
+    except ImportError:
+        raise UsageError("checking Kubernetes manifests needs the kubernetes-validate package",
+                         "pip install kubernetes-validate") from None
+    try:
+        from kubernetes_validate.utils import all_versions
+
+        bundled = sorted({".".join(v.split(".")[:2]) for v in all_versions()},
+                         key=lambda v: tuple(int(p) for p in v.split(".")))
+    except Exception:  # noqa: BLE001 - an older or newer kubernetes-validate: trust the caller's versions
+        bundled = []
+    if not wanted:
+        return (bundled[0], bundled[-1]) if bundled else DEFAULT_K8S_VERSIONS
+    out: list[str] = []
+    for text in wanted:
+        match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?", text.strip())
+        if match is None:
+            raise UsageError(f"--k8s-version {text!r} is not a Kubernetes version", "write it as 1.29")
+        version = f"{int(match.group(1))}.{int(match.group(2))}"
+        if bundled and version not in bundled:
+            raise UsageError(f"--k8s-version {text}: kubernetes-validate has no schema for Kubernetes {version}",
+                             f"it bundles {bundled[0]} to {bundled[-1]}; upgrade it for newer versions")
+        if version not in out:
+            out.append(version)
+    return tuple(out)
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split("."))
+
+
+def _crd_kinds(paths: Sequence[str]) -> set[tuple[str, str]]:
+    """The (apiVersion, kind) pairs the CRD files define; an unreadable file or one holding no CRD is a usage error."""
+    from torchspec.schedulers.kubernetes.validate import load_crds
+
+    kinds: set[tuple[str, str]] = set()
+    for path in paths:
+        try:
+            found = load_crds([path])
+        except OSError as e:
+            raise UsageError(f"--crd {path}: cannot read it: {e.strerror or e}") from None
+        except Exception as e:  # noqa: BLE001 - YAML errors, or a CRD missing the fields it must have
+            raise UsageError(f"--crd {path}: not a usable CustomResourceDefinition file: {e}") from None
+        if not found:
+            raise UsageError(f"--crd {path} holds no CustomResourceDefinition",
+                             "pass the CRD file of the JobSet or Volcano Job controller")
+        kinds |= set(found)
+    return kinds
+
+
+@dataclass
+class _Pending:
+    """One document's manifests, waiting for the one schema validation of the whole run."""
+
+    key: Any
+    spec: Mapping[str, Any]
+    objects: List[Dict[str, Any]]
+
+
+class ManifestCheck(RequestCheck):
+    """Validates every request's manifests at :meth:`finish`, each problem placed at its role."""
+
+    code = "TS602"
+
+    def __init__(self, cfg: Mapping[str, Any], versions: Sequence[str], crd_paths: Sequence[str],
+                 crd_kinds: set[tuple[str, str]]) -> None:
+        super().__init__(cfg)
+        self.versions = tuple(versions)
+        self.crd_paths = tuple(crd_paths)
+        self.crd_kinds = crd_kinds
+        self._pending: List[_Pending] = []
+
+    def add(self, key: Any, request: Any, spec: Mapping[str, Any]) -> None:
+        objects = getattr(request, "objects", None)
+        if isinstance(objects, list):
+            self._pending.append(_Pending(key, spec, objects))
+
+    def finish(self) -> List[RequestProblem]:
+        from torchspec.schedulers.kubernetes.validate import validate_manifests
+
+        pending, self._pending = self._pending, []
+        out: List[RequestProblem] = []
+        if not pending:
+            return out
+        owners: dict[tuple[Any, Any], tuple[_Pending, dict[str, Any]]] = {}
+        clash = False
+        for p in pending:
+            for obj in p.objects:
+                key = (obj.get("kind"), (obj.get("metadata") or {}).get("name"))
+                clash = clash or key in owners
+                owners[key] = (p, obj)
+        if not clash:
+            objects = [obj for p in pending for obj in p.objects]
+            if self._place(validate_manifests(objects, self.versions, self.crd_paths), owners, None, out):
+                return out
+        # two documents made objects of one name (a 1 in 300 million chance), or a problem that names no
+        # object: one call per document, so that every problem lands in its own document
+        out.clear()
+        for p in pending:
+            self._place(validate_manifests(p.objects, self.versions, self.crd_paths),
+                        {(o.get("kind"), (o.get("metadata") or {}).get("name")): (p, o) for o in p.objects}, p, out)
+        return out
+
+    def _place(self, problems: list[str], owners: Mapping[tuple[Any, Any], tuple[_Pending, dict[str, Any]]],
+               only: _Pending | None, out: List[RequestProblem]) -> bool:
+        """Turn validate_manifests' problems into problems at their roles, one per problem naming every
+        version that reports it.  A problem that names no known object goes at the top of ``only`` (the
+        one document checked); without ``only``, nothing is placed and the answer is False."""
+        merged: dict[tuple[int, tuple[Any, ...], str], tuple[_Pending, list[str], str, tuple[Any, ...]]] = {}
+        for problem in problems:
+            placed = self._locate(problem, owners)
+            if placed is None:
+                if only is None:
+                    return False
+                placed = (only, (), "CRD" if " (CRD): " in problem else "", problem)
+            pending, path, version, text = placed
+            key = (id(pending), path, text)
+            if key in merged:
+                merged[key][1].append(version)
+            else:
+                merged[key] = (pending, [version], text, path)
+        for pending, versions, text, path in merged.values():
+            core = [v for v in versions if v not in ("CRD", "")]
+            what = " and ".join((["Kubernetes " + ", ".join(core)] if core else [])
+                                + (["the CRD schema"] if "CRD" in versions else [])) or "The schema"
+            out.append(RequestProblem(
+                pending.key, path, f"{what} rejects the {text}",
+                "run `torchspec dryrun -s kubernetes FILE` to see the manifest; set -c k8s_version or "
+                "--k8s-version when the field is newer than your oldest cluster"))
+        return True
+
+    def _locate(self, problem: str, owners: Mapping[tuple[Any, Any], tuple[_Pending, dict[str, Any]]],
+                ) -> tuple[_Pending, tuple[Any, ...], str, str] | None:
+        """(document, path in the spec, version, message) of one validate_manifests problem."""
+        match = _PROBLEM.match(problem)
+        if match is None:
+            return None
+        label, version, where, message = match["label"], match["version"], match["path"], match["message"]
+        nested = _NESTED.search(label)
+        if nested:
+            label = label[:nested.start()]
+        kind, _, name = label.partition(" ")
+        owner = owners.get((kind, name))
+        if owner is None:
+            return None
+        pending, obj = owner
+        roles = pending.spec.get("roles") or []
+        parts = [p for p in where.split(".") if p] if where else []
+        role: int | None = None
+        pod_parts: list[str] | None = None  # the path inside the role's pod template, when it is in one
+        if nested and nested["where"] in _TEMPLATE_AT:
+            role = int(nested["index"])
+            prefix = _TEMPLATE_AT[nested["where"]].format(i=role)
+            pod_parts = parts
+            parts = prefix.split(".") + parts
+        elif version == "CRD" and (crd := _CRD_PATH.match(where)) and crd["where"] in _TEMPLATE_AT:
+            role = int(crd["index"])
+            inner = _TEMPLATE_AT[crd["where"]].format(i=role).split(".")[2:]  # after spec.<where>[i]
+            rest = (crd["rest"] or "").split(".") if crd["rest"] else []
+            if rest[:len(inner)] == inner:
+                pod_parts = rest[len(inner):]
+        elif kind == "Job" and obj.get("apiVersion") == "batch/v1":
+            index = ((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_ROLE_INDEX)
+            role = int(index) if index is not None and str(index).isdigit() else None
+            if parts[:2] == ["spec", "template"]:
+                pod_parts = parts[2:]
+        object_path = _json_path(parts)
+        what = kind + (f" for role {roles[role].get('name')!r}" if role is not None and role < len(roles) else "")
+        text = f"{what}: {object_path or '(the object)'}: {message}"
+        path: tuple[Any, ...] = ()
+        if role is not None and role < len(roles):
+            unexpected = _UNEXPECTED.search(message)  # the error sits on the parent; point at the field
+            if unexpected and pod_parts is not None:
+                pod_parts = pod_parts + [unexpected.group(1)]
+            path = ("roles", role) + _in_pod_patch(roles[role], pod_parts or [])
+        return pending, path, version, text
+
+
+def _json_path(parts: Sequence[str]) -> str:
+    """``["spec", "containers", "0", "image"]`` -> ``spec.containers[0].image``."""
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
+    return out
+
+
+def _in_pod_patch(role: Mapping[str, Any], pod_parts: Sequence[str]) -> tuple[Any, ...]:
+    """The path to the deepest part of the role's ``kubernetes.pod_patch`` that wrote the failing field
+    (at least ``spec.<field>``), or ``()`` when the patch did not write it."""
+    metadata = role.get("metadata") or {}
+    patch = metadata.get(META_POD_PATCH) if isinstance(metadata, Mapping) else None
+    if not isinstance(patch, Mapping) or not pod_parts:
+        return ()
+    found: list[Any] = []
+    node: Any = patch
+    for part in pod_parts:
+        if isinstance(node, Mapping) and part in node:
+            found.append(part)
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            found.append(int(part))
+            node = node[int(part)]
+        else:
+            break
+    if len(found) < 2:
+        return ()
+    return ("metadata", META_POD_PATCH, *found)
