@@ -128,6 +128,14 @@ class AppRefusedError(UsageError, ValueError):
     scheduler: str | None = None
 
 
+class NotFoundError(UsageError, ValueError):
+    """What a request names (an app, a role, a replica) does not exist.
+
+    A usage error (exit 2), and a ``ValueError`` as TorchX's schedulers raise
+    for the same lookups, so code written for TorchX keeps catching it.
+    """
+
+
 class BackendError(TorchSpecError):
     """A scheduler's backend could not be reached or refused a request (no Docker engine, image missing).
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Dict, Generic, Iterable, List, Mapping, Optional, Tuple, TypeVar
 
-from torchspec.errors import AppRefusedError, UsageError
+from torchspec.errors import AppRefusedError, NotFoundError, UsageError
 from torchspec.specs import (
     NONE,
     NULL_RESOURCE,
@@ -291,6 +291,18 @@ class Scheduler(abc.ABC, Generic[T]):
                 )
 
 
+def check_replica(app_id: str, role_name: str, k: int, replicas: Mapping[str, int]) -> None:
+    """Refuse a ``log_iter`` of a role or replica the app does not have, in every backend's one wording.
+
+    ``replicas`` is role name -> number of replicas, in the app's role order.
+    Raises :class:`~torchspec.errors.NotFoundError` (a ``ValueError``).
+    """
+    if role_name not in replicas:
+        raise NotFoundError(f"app {app_id!r} has no role {role_name!r}; its roles: {', '.join(replicas)}")
+    if not 0 <= k < replicas[role_name]:
+        raise NotFoundError(f"role {role_name!r} of app {app_id!r} has replicas 0..{replicas[role_name] - 1}, not {k}")
+
+
 def aware(moment: Optional[datetime]) -> Optional[datetime]:
     """``moment`` with a time zone; a naive one is local time, as ``datetime.now()`` gives.
 
@@ -330,6 +342,7 @@ __all__ = [
     "Scheduler",
     "Stream",
     "aware",
+    "check_replica",
     "filter_regex",
     "split_lines",
 ]

@@ -15,8 +15,15 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional
 
-from torchspec.errors import BackendError
-from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware
+from torchspec.errors import BackendError, NotFoundError
+from torchspec.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+    aware,
+    check_replica,
+)
 from torchspec.schedulers.docker.engine import docker_errors, ensure_image, in_parallel, read_app, reason, stop_container
 from torchspec.schedulers.docker.labels import (
     BUILTIN_NETWORKS,
@@ -300,13 +307,9 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         client = self.client()
         view = read_app(client, app_id)
         if not view.containers:
-            raise ValueError(f"unknown app {app_id!r} on the Docker engine")
-        roles = view.role_order
-        if role_name not in roles:
-            raise ValueError(f"app {app_id!r} has no role {role_name!r}; its roles: {', '.join(roles)}")
-        ids = sorted({c.replica_id for c in view.containers if c.role == role_name})
-        if k not in ids:
-            raise ValueError(f"role {role_name!r} of app {app_id!r} has replicas 0..{max(ids)}, not {k}")
+            raise NotFoundError(f"unknown app {app_id!r} on the Docker engine")
+        check_replica(app_id, role_name, k, {role: 1 + max(c.replica_id for c in view.containers if c.role == role)
+                                             for role in view.role_order})
         stream = Stream(streams) if streams is not None else Stream.COMBINED
         pattern = re.compile(regex) if regex else None
         return replica_lines(client, app_id, role_name, k, stream, pattern, aware(since), aware(until), should_tail)

@@ -13,8 +13,16 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from torchspec.errors import BackendError
-from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, RequestCheck, Scheduler, Stream, aware
+from torchspec.errors import BackendError, NotFoundError
+from torchspec.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    RequestCheck,
+    Scheduler,
+    Stream,
+    aware,
+    check_replica,
+)
 from torchspec.schedulers.kubernetes.client import Cluster, api_error
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.job import FLAVOR as JOB_FLAVOR
@@ -250,16 +258,13 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         Kubernetes keeps stdout and stderr together, so only ``combined`` exists.
         """
         if streams not in (None, Stream.COMBINED, "combined"):
-            raise ValueError("Kubernetes keeps a container's stdout and stderr together: only combined logs exist")
+            raise NotFoundError("Kubernetes keeps a container's stdout and stderr together: only combined logs exist")
         view = self.read_app(app_id)
         if not view.exists:
-            raise ValueError(f"unknown app {app_id!r} on the cluster")
+            raise NotFoundError(f"unknown app {app_id!r} on the cluster")
         names = {name: (key, n) for name, key, n in view.role_names}
-        if role_name not in names:
-            raise ValueError(f"app {app_id!r} has no role {role_name!r}; its roles: {', '.join(names)}")
+        check_replica(app_id, role_name, k, {name: n for name, (_, n) in names.items()})
         key, n = names[role_name]
-        if not 0 <= k < n:
-            raise ValueError(f"role {role_name!r} of app {app_id!r} has replicas 0..{n - 1}, not {k}")
         log = ReplicaLog(self._cluster, self.read_app, app_id, role_name, key, k,
                          pattern=re.compile(regex) if regex else None, since=aware(since), until=aware(until),
                          should_tail=should_tail)

@@ -21,8 +21,16 @@ import time
 from datetime import datetime
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Pattern
 
-from torchspec.errors import AppRefusedError
-from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, ReplicaRunStatus, Scheduler, Stream, aware
+from torchspec.errors import AppRefusedError, NotFoundError
+from torchspec.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    ReplicaRunStatus,
+    Scheduler,
+    Stream,
+    aware,
+    check_replica,
+)
 from torchspec.schedulers.local.logs import parse_log_line, replica_finished
 from torchspec.schedulers.local.options import DEFAULT_KILL_GRACE_S, local_run_opts
 from torchspec.schedulers.local.processes import kill_groups, pid_alive
@@ -309,16 +317,13 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         """
         app_dir = self.app_dir(app_id)
         if app_dir is None:
-            raise ValueError(f"unknown app {app_id!r} in {self.state_dir}")
+            raise NotFoundError(f"unknown app {app_id!r} in {self.state_dir}")
         request = read_request(app_dir)
         if request is None:
-            raise ValueError(f"app {app_id!r} has no readable {REQUEST_FILE}")
+            raise NotFoundError(f"app {app_id!r} has no readable {REQUEST_FILE}")
+        check_replica(app_id, role_name, k, {r.name: len(r.replicas) for r in request.roles})
         role = request.role(role_name)
-        if role is None:
-            known = ", ".join(r.name for r in request.roles)
-            raise ValueError(f"app {app_id!r} has no role {role_name!r}; its roles: {known}")
-        if not 0 <= k < len(role.replicas):
-            raise ValueError(f"role {role_name!r} of app {app_id!r} has replicas 0..{len(role.replicas) - 1}, not {k}")
+        assert role is not None
         stream = Stream(streams) if streams is not None else Stream.COMBINED
         pattern = re.compile(regex) if regex else None
         return self._follow(

@@ -30,7 +30,8 @@ import time
 from datetime import datetime
 from typing import Any, Callable, Dict, Iterator, List, Optional, Pattern, Sequence, Tuple
 
-from torchspec.schedulers.api import Stream
+from torchspec.errors import NotFoundError
+from torchspec.schedulers.api import Stream, check_replica
 from torchspec.schedulers.logfile import follow_lines
 from torchspec.schedulers.slurm.options import default_log_root
 from torchspec.schedulers.slurm.states import (
@@ -193,11 +194,9 @@ def replica_log(app_id: str, job_dir: str, role_name: str, k: int, streams: Opti
     counts = {r.get("name"): int(r.get("num_replicas", 1) or 1) for r in spec.get("roles", [])}
     if not is_role_name(role_name) or k < 0:
         # a job submitted by hand has no spec to check against: never let the name leave the folder
-        raise ValueError(f"app {app_id!r} has no replica {role_name!r}/{k}")
-    if counts and role_name not in counts:
-        raise ValueError(f"app {app_id!r} has no role {role_name!r}; its roles: {', '.join(counts)}")
-    if counts and not 0 <= k < counts[role_name]:
-        raise ValueError(f"role {role_name!r} of app {app_id!r} has replicas 0..{counts[role_name] - 1}, not {k}")
+        raise NotFoundError(f"app {app_id!r} has no replica {role_name!r}/{k}")
+    if counts:
+        check_replica(app_id, role_name, k, counts)
     stream = Stream(streams) if streams is not None else Stream.COMBINED
     return os.path.join(job_dir, role_name, str(k), LOG_FILES[stream])
 

@@ -18,7 +18,7 @@ import subprocess
 from datetime import datetime
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from torchspec.errors import BackendError
+from torchspec.errors import BackendError, NotFoundError
 from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, ReplicaRunStatus, Scheduler, Stream, aware
 from torchspec.schedulers.slurm.logs import (
     find_job_dir,
@@ -269,7 +269,7 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         views = self.read_job(app_id) if is_job_id(app_id) else []
         job_dir = self._job_dir(app_id, views)  # None for anything but a job id
         if job_dir is None:
-            raise ValueError(f"unknown app {app_id!r}: no such Slurm job with a torchspec log folder")
+            raise NotFoundError(f"unknown app {app_id!r}: no such Slurm job with a torchspec log folder")
         path = replica_log(app_id, job_dir, role_name, k, streams)
         pattern = re.compile(regex) if regex else None
         return follow_log(path, pattern, aware(since), aware(until), should_tail,
