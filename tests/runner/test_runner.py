@@ -400,3 +400,24 @@ def test_config_default_for_an_unknown_param_names_its_file(factory: Factory, tm
 def test_runner_without_config_reads_no_files(factory: Factory, configured: Config) -> None:
     with Runner(SESSION, {"memory": factory}) as runner:
         assert dict(runner.dryrun(app(), "memory").cfg) == {"queue": "default", "priority": 0, "tags": None}
+
+
+def test_run_options_report_every_problem_at_once() -> None:
+    from torchspec.runner.options import RunOptionsError, resolve_run_options
+    from torchspec.specs import runopts
+
+    opts = runopts()
+    opts.add("queue", str, "queue to run in", default="default")
+    opts.add("priority", int, "higher runs first", default=0)
+    opts.add("run_as", str, "user", required=True)
+    with pytest.raises(RunOptionsError) as raised:
+        resolve_run_options("memory", opts, "queu=a,priority=high,colour=blue", strict=True)
+    problems = raised.value.problems
+    assert len(problems) == 4 and "3 problems" not in raised.value.message
+    assert "memory has no run option 'queu' (did you mean 'queue'?)" in problems
+    assert any("priority='high'" in p for p in problems) and any("colour" in p for p in problems)
+    assert any("run_as is required" in p for p in problems)
+    assert raised.value.hint.startswith("the run options of memory:")
+    # the Python API keeps keys it does not know (one cfg may serve several schedulers), as TorchX does
+    assert resolve_run_options("memory", opts, {"runAs": "me", "other": 1}, strict=False) == {
+        "queue": "default", "priority": 0, "run_as": "me", "other": 1}

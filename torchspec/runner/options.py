@@ -88,7 +88,8 @@ def resolve_run_options(
             except (TypeError, ValueError) as e:
                 problems[key] = f"bad value for run option {key}={value!r}: {e}"
                 continue
-        cfg[key] = value
+        # under its declared spelling, so ``-c runAs=x`` overrides the config file's ``run_as``
+        cfg[next(name for name, declared in opts if declared is opt)] = value
     for key, problem in _type_problems(opts, cfg).items():
         problems.setdefault(key, problem)
     if problems:
