@@ -194,3 +194,23 @@ def test_every_backend_is_a_package_of_the_same_shape() -> None:
         tree = ast.parse((package / "__init__.py").read_text())
         defined = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
         assert defined == ["create_scheduler"], (package, defined)
+
+
+def test_the_names_the_single_file_backends_exported_still_import() -> None:
+    """Code that imported ``torchspec.schedulers.local.LocalScheduler`` keeps working, without the package
+    importing its modules (or an SDK) before a name is asked for."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from torchspec.schedulers.local import LocalScheduler, app_to_request, default_state_dir\n"
+        "assert 'torchspec.schedulers.docker.scheduler' not in sys.modules\n"
+        "from torchspec.schedulers.docker import DockerScheduler, role_to_containers\n"
+        "from torchspec.schedulers.kubernetes import KubernetesScheduler, validate_manifests\n"
+        "from torchspec.schedulers.slurm import SlurmScheduler, render_script\n"
+        "assert not any(m.split('.')[0] in ('docker', 'kubernetes') for m in sys.modules)\n"
+        "import torchspec.schedulers.local as local\n"
+        "try:\n    local.nope\nexcept AttributeError as e:\n    print(e)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and "has no attribute 'nope'" in r.stdout, r.stderr

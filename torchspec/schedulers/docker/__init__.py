@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from torchspec.schedulers.exports import lazy_exports
+
 if TYPE_CHECKING:
     from torchspec.schedulers.docker.scheduler import DockerScheduler
 
@@ -48,3 +50,22 @@ def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
     from torchspec.schedulers.docker.scheduler import DockerScheduler
 
     return DockerScheduler(session_name, client=kwargs.get("client"))
+
+
+#: What the single-file ``torchspec.schedulers.docker`` module exported, still importable from the package
+#: (loaded from where it now lives on first use).
+__getattr__ = lazy_exports(__name__, {
+    "AppView": "views",
+    "ContainerView": "views",
+    "DockerContainer": "translate",
+    "DockerJob": "translate",
+    "DockerReplicaStatus": "views",
+    "DockerScheduler": "scheduler",
+    "app_to_job": "translate",
+    "container_name": "translate",
+    "copied_env": "translate",
+    "docker_run_opts": "options",
+    "read_app": "engine",
+    "role_to_containers": "translate",
+    "workspace_context": "workspace",
+})

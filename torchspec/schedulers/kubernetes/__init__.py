@@ -63,6 +63,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from torchspec.schedulers.exports import lazy_exports
+
 if TYPE_CHECKING:
     from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
 
@@ -74,3 +76,27 @@ def create_scheduler(session_name: str, **kwargs: Any) -> "KubernetesScheduler":
 
     return KubernetesScheduler(session_name, client=kwargs.get("client"), kubeconfig=kwargs.get("kubeconfig"),
                                context=kwargs.get("context"), namespace=kwargs.get("namespace"))
+
+
+#: What the single-file ``torchspec.schedulers.kubernetes`` module exported, still importable from the package
+#: (loaded from where it now lives on first use).
+__getattr__ = lazy_exports(__name__, {
+    "AppRef": "names",
+    "AppView": "status",
+    "KubernetesReplicaStatus": "status",
+    "KubernetesRequest": "translate",
+    "KubernetesScheduler": "scheduler",
+    "PodView": "status",
+    "api_error": "client",
+    "app_to_request": "translate",
+    "check_capabilities": "translate",
+    "check_run_options": "options",
+    "crd_schema": "validate",
+    "full_app_id": "translate",
+    "kubernetes_run_opts": "options",
+    "load_crds": "validate",
+    "merge_patch": "translate",
+    "pod_template": "translate",
+    "pod_view": "status",
+    "validate_manifests": "validate",
+})

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from torchspec.schedulers.api import DescribeAppResponse
+from torchspec.schedulers.api import DescribeAppResponse, ReplicaRunStatus
 from torchspec.schedulers.kubernetes.flavor import Flavor
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.names import AppRef, role_key
@@ -245,12 +245,9 @@ class AppView:
 
 
 @dataclass
-class KubernetesReplicaStatus(ReplicaStatus):
-    """A ReplicaStatus with what the cluster knows: exit code, restarts and why (a subclass, so TorchX's
-    type is kept)."""
+class KubernetesReplicaStatus(ReplicaRunStatus):
+    """A replica status with why, besides the exit code and restarts: the cluster says (ImagePullBackOff...)."""
 
-    exit_code: Optional[int] = None
-    num_restarts: int = 0
     msg: str = ""
 
 

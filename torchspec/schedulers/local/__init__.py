@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from torchspec.schedulers.exports import lazy_exports
+
 if TYPE_CHECKING:
     from torchspec.schedulers.local.scheduler import LocalScheduler
 
@@ -49,3 +51,33 @@ def create_scheduler(session_name: str, **kwargs: Any) -> "LocalScheduler":
 
     state_dir = kwargs.get("state_dir")
     return LocalScheduler(session_name, state_dir=str(state_dir) if state_dir else None)
+
+
+#: What the single-file ``torchspec.schedulers.local`` module exported, still importable from the package
+#: (loaded from where it now lives on first use).
+__getattr__ = lazy_exports(__name__, {
+    "COMBINED_LOG": "states",
+    "DEFAULT_KILL_GRACE_S": "options",
+    "ENV_APP_ID": "torchspec.schedulers.replicas",
+    "ENV_ERROR_FILE": "states",
+    "ENV_NUM_REPLICAS": "torchspec.schedulers.replicas",
+    "ENV_RANK0_HOST": "torchspec.schedulers.replicas",
+    "ENV_REPLICA_ID": "torchspec.schedulers.replicas",
+    "ENV_RESTART_COUNT": "states",
+    "ENV_ROLE_NAME": "torchspec.schedulers.replicas",
+    "LocalRequest": "translate",
+    "LocalScheduler": "scheduler",
+    "RANK0_HOST": "states",
+    "ReplicaRequest": "translate",
+    "RoleRequest": "translate",
+    "STDERR_LOG": "states",
+    "STDOUT_LOG": "states",
+    "app_to_request": "translate",
+    "default_state_dir": "torchspec.schedulers.state_dir",
+    "local_run_opts": "options",
+    "make_app_id": "torchspec.schedulers.replicas",
+    "resolve_entrypoint": "torchspec.schedulers.entrypoint",
+    "resolve_image": "translate",
+    "role_to_request": "translate",
+    "set_cuda_visible_devices": "translate",
+})

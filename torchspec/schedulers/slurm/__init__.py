@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from torchspec.schedulers.exports import lazy_exports
+
 if TYPE_CHECKING:
     from torchspec.schedulers.slurm.scheduler import SlurmScheduler
 
@@ -31,3 +33,28 @@ def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
     from torchspec.schedulers.slurm.scheduler import SlurmScheduler
 
     return SlurmScheduler(session_name)
+
+
+#: What the single-file ``torchspec.schedulers.slurm`` module exported, still importable from the package
+#: (loaded from where it now lives on first use).
+__getattr__ = lazy_exports(__name__, {
+    "JobView": "query",
+    "SLURM_STATES": "states",
+    "SlurmBatchRequest": "translate",
+    "SlurmComponent": "translate",
+    "SlurmReplica": "translate",
+    "SlurmScheduler": "scheduler",
+    "app_to_request": "translate",
+    "is_job_id": "states",
+    "job_message": "query",
+    "job_name": "translate",
+    "parse_log_line": "logs",
+    "parse_scontrol": "query",
+    "render_script": "translate",
+    "role_to_component": "translate",
+    "sbatch_value": "options",
+    "slurm_run_opts": "options",
+    "slurm_state": "states",
+    "view_from_json": "query",
+    "view_from_scontrol": "query",
+})
