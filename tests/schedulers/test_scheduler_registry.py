@@ -214,3 +214,15 @@ def test_the_names_the_single_file_backends_exported_still_import() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and "has no attribute 'nope'" in r.stdout, r.stderr
+
+
+def test_a_scheduler_registered_twice_is_a_usage_error_on_every_command(plugin_root: Path, tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    install_plugin(plugin_root, "ts-plugin-rogue", {"local": "ts_plugin_rogue:create_scheduler"})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_root), os.environ.get("PYTHONPATH", "")])}
+    for args in (["submit", "utils.echo"], ["list"], ["status", "local://s/app"], ["lint", "--scheduler", "local", "."]):
+        r = subprocess.run([sys.executable, "-m", "torchspec", *args], capture_output=True, text=True, env=env,
+                           cwd=tmp_path)
+        assert r.returncode == 2 and "registered twice" in r.stderr and "uninstall one" in r.stderr, (args, r.stderr)
