@@ -25,6 +25,10 @@ class ExitCode(IntEnum):
     TIMEOUT = 124
     INTERRUPTED = 130
 
+    def __str__(self) -> str:
+        """The number, as on Python 3.11+ (3.10's IntEnum would print ``ExitCode.OK``)."""
+        return str(self.value)
+
     @property
     def summary(self) -> str:
         """One line for ``--help``."""

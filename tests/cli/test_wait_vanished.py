@@ -6,17 +6,25 @@ The rule is the runner's (:meth:`Runner.wait`); the CLI's ``watch`` only shows w
 from __future__ import annotations
 
 import io
+import time
 
 from torchspec.cli.wait_cmd import watch
 from torchspec.runner import Runner
 from torchspec.specs import AppState, AppStatus
 
 
+class Sleeper:
+    """All the scheduler a wait needs besides the status: a pause between two looks."""
+
+    def wait_for_change(self, app_id: str, timeout: float) -> None:
+        time.sleep(timeout)
+
+
 class VanishingRunner(Runner):
     """A runner whose app runs for two polls, then no longer exists."""
 
     def __init__(self) -> None:
-        super().__init__("s", {})
+        super().__init__("s", {"docker": lambda session_name, **kwargs: Sleeper()})
         self.polls = 0
 
     def status(self, app_handle: str) -> AppStatus | None:

@@ -421,3 +421,21 @@ def test_run_options_report_every_problem_at_once() -> None:
     # the Python API keeps keys it does not know (one cfg may serve several schedulers), as TorchX does
     assert resolve_run_options("memory", opts, {"runAs": "me", "other": 1}, strict=False) == {
         "queue": "default", "priority": 0, "run_as": "me", "other": 1}
+
+
+def test_a_plain_value_error_from_a_plugin_is_a_refusal_naming_it() -> None:
+    """TorchX-style backends refuse with ValueError; the runner reports it as the scheduler's refusal
+    (a usage error, exit 2 on the CLI), still catchable as ValueError."""
+    from memory_scheduler import MemoryScheduler
+
+    from torchspec.errors import AppRefusedError
+
+    class Picky(MemoryScheduler):
+        def _submit_dryrun(self, app: AppDef, cfg: Any) -> Any:
+            raise ValueError("picky takes no apps today")
+
+    with Runner(SESSION, {"picky": lambda session_name, **kw: Picky(session_name)}) as r:
+        with pytest.raises(AppRefusedError) as raised:
+            r.dryrun(app(), "picky")
+    assert isinstance(raised.value, ValueError) and raised.value.scheduler == "picky"
+    assert raised.value.message == "picky takes no apps today"

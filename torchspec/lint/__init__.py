@@ -153,7 +153,7 @@ def lint_paths(paths: Iterable[str], options: LintOptions | None = None) -> Lint
     load_options = LoadOptions(params=options.params, params_file=options.params_file,
                                template_paths=options.template_paths, max_file_bytes=options.max_file_bytes,
                                lint=True)
-    if options.scheduler and not options.checks:
+    if options.scheduler and not any("TS601" in check.codes for check in options.checks):
         raise UsageError("linting against a scheduler runs its dry run: use torchspec.runner.check.lint_paths",
                          "from torchspec.runner.check import lint_paths")
     checks = [c for c in options.checks if any(is_selected(code, select, ignore) for code in c.codes)]

@@ -18,6 +18,7 @@ What the runner adds on top of the schedulers, as TorchX's does:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -37,7 +38,7 @@ from typing import (
     Type,
 )
 
-from torchspec.errors import AppRefusedError
+from torchspec.errors import AppRefusedError, TorchSpecError
 from torchspec.runner.components import (
     ComponentArgs,
     component_defaults_for,
@@ -263,7 +264,8 @@ class Runner:
         if scheduler is None or app is None:
             raise ValueError("dryrun_info did not come from Runner.dryrun (it names no scheduler or app)")
         sched = self._scheduler(scheduler)
-        app_id = sched.schedule(dryrun_info)
+        with _refusals(scheduler):
+            app_id = sched.schedule(dryrun_info)
         app_handle = make_app_handle(scheduler, self._name, app_id)
         self._apps[app_handle] = app
         return app_handle
@@ -298,26 +300,28 @@ class Runner:
 
         resolved_cfg = resolve_run_options(scheduler, sched.run_opts(), cfg, self._config, strict=False)
 
-        if workspace:
-            build = getattr(sched, "build_workspace_and_update_role", None)
-            if build is not None:
-                role = app.roles[0]
-                old_image = role.image
-                build(role, workspace, resolved_cfg)
-                if role.image != old_image:
-                    logger.info("built image %s from %s and workspace %s for role[0]=%s",
-                                role.image, old_image, workspace, role.name)
-            else:
-                logger.info("scheduler %s does not build workspaces; ignoring workspace %s", scheduler, workspace)
-
-        try:
+        with _refusals(scheduler):
+            if workspace:
+                self._build_workspace(sched, scheduler, app, workspace, resolved_cfg)
             sched._validate(app, scheduler)
             dryrun_info = sched.submit_dryrun(app, resolved_cfg)
-        except AppRefusedError as e:
-            e.scheduler = e.scheduler or scheduler  # so the CLI can say who refused
-            raise
         dryrun_info._scheduler = scheduler
         return dryrun_info
+
+    @staticmethod
+    def _build_workspace(sched: "Scheduler[Any]", scheduler: str, app: AppDef, workspace: str,
+                         cfg: Mapping[str, CfgVal]) -> None:
+        """Build role 0's image with the workspace on top, where the scheduler can (TorchX's WorkspaceMixin)."""
+        build = getattr(sched, "build_workspace_and_update_role", None)
+        if build is None:
+            logger.info("scheduler %s does not build workspaces; ignoring workspace %s", scheduler, workspace)
+            return
+        role = app.roles[0]
+        old_image = role.image
+        build(role, workspace, cfg)
+        if role.image != old_image:
+            logger.info("built image %s from %s and workspace %s for role[0]=%s",
+                        role.image, old_image, workspace, role.name)
 
     # ------------------------------------------------------------ schedulers
 
@@ -395,10 +399,12 @@ class Runner:
         message saying why.  When ``timeout`` passes first, the status returned
         is not terminal.
 
-        Polls on a growing schedule (see :func:`poll_delays`), from a few tens
-        of milliseconds up to ``wait_interval`` seconds between polls, so a
-        short job is noticed quickly and a long one does not hammer a remote
-        scheduler.  ``on_change`` is called with the first status and with
+        Between two looks at the status it waits for the scheduler to report a
+        change (``Scheduler.wait_for_change``: the local scheduler is woken by
+        its state file, so a wait ends when the app does), at most on a
+        growing schedule (see :func:`poll_delays`) from a few tens of
+        milliseconds up to ``wait_interval`` seconds, so a backend that cannot
+        tell is still polled often at first and gently later.  ``on_change`` is called with the first status and with
         every status that differs from the one before.
         """
         status = self.status(app_handle)
@@ -408,11 +414,12 @@ class Runner:
             on_change(status)
         deadline = None if timeout is None else time.monotonic() + timeout
         delays = poll_delays(wait_interval)
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
         while not status.is_terminal():
             if deadline is not None and time.monotonic() >= deadline:
                 break
             pause = next(delays)
-            time.sleep(pause if deadline is None else max(0.0, min(pause, deadline - time.monotonic())))
+            scheduler.wait_for_change(app_id, pause if deadline is None else min(pause, deadline - time.monotonic()))
             previous, status = status, self._status_or_cancelled(app_handle, status)
             if on_change is not None and status != previous:
                 on_change(status)
@@ -578,6 +585,27 @@ def _validate(app: AppDef) -> None:
             raise AppRefusedError(
                 f"Non-positive replicas for role: {role.name}. Did you forget to set role.num_replicas?"
             )
+
+
+@contextlib.contextmanager
+def _refusals(scheduler: str) -> Iterator[None]:
+    """Around a scheduler's dry run and submission: a refusal names the scheduler that refused.
+
+    A plain ``ValueError`` is how TorchX-style backends (plug-ins included)
+    refuse an app; it becomes an :class:`AppRefusedError` (still a
+    ``ValueError``), so the CLI reports it as a usage error, not as a bug.
+    """
+    try:
+        yield
+    except AppRefusedError as e:
+        e.scheduler = e.scheduler or scheduler
+        raise
+    except TorchSpecError:
+        raise
+    except ValueError as e:
+        refused = AppRefusedError(str(e))
+        refused.scheduler = scheduler
+        raise refused from e
 
 
 def poll_delays(longest: float, first: float = 0.05, factor: float = 1.5) -> Iterator[float]:

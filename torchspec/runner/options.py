@@ -52,49 +52,75 @@ def resolve_run_options(
 ) -> Dict[str, CfgVal]:
     """The cfg ``scheduler`` runs with: its defaults, then ``config``'s ``[scheduler.NAME]``, then ``given``.
 
-    Text values are cast to the option's type (as ``-c`` does).  A ``None``
-    value counts as not given.  With ``strict`` (the CLI, lint), a key the
-    scheduler does not declare is an error with a did-you-mean; without it
-    (the Python API, as in TorchX, where one cfg may serve several
-    schedulers) unknown keys are kept as they are.
+    Every option ends up under its declared spelling, so ``-c runAs=x``
+    overrides a config file's ``run_as`` (the same option given twice in one
+    place with two values is an error).  A ``None`` value counts as not given.
+
+    With ``strict`` (the CLI, lint), text values are cast to the option's
+    type as ``-c`` does, a key the scheduler does not declare is an error with
+    a did-you-mean, and every problem is reported at once.  Without it (the
+    Python API), it behaves as TorchX's ``runopts.resolve``: unknown keys are
+    kept (one cfg may serve several schedulers) and a wrong type is refused
+    with TorchX's message.
 
     Raises:
-        RunOptionsError: every unknown key, unreadable value, wrong type and
-            missing required option, at once.
+        RunOptionsError: (strict) every unknown key, unreadable value, wrong
+            type and missing required option, at once.
+        InvalidRunConfigException: (not strict) the first problem, as TorchX.
     """
     problems: Dict[str, str] = {}  # option (or "" for the -c text itself) -> what is wrong with it
-    raw = _given(scheduler, given, problems)
     cfg: Dict[str, CfgVal] = {}
     if config is not None:
         from torchspec.config import scheduler_cfg
 
-        cfg.update(scheduler_cfg(config, scheduler, opts))
-    known = [key for key, _ in opts]
+        cfg.update(_declared(opts, scheduler_cfg(config, scheduler, opts)))
+    raw = _given(scheduler, given, problems)
+    overlay: Dict[str, CfgVal] = {}
     for key, value in raw.items():
         if value is None:
             continue
         opt = opts.get(key)
         if opt is None:
             if strict:
-                guess = did_you_mean(key, known)
+                guess = did_you_mean(key, [name for name, _ in opts])
                 mean = f" (did you mean {guess!r}?)" if guess else ""
                 problems[key] = f"{scheduler} has no run option {key!r}{mean}"
             else:
-                cfg[key] = value
+                overlay[key] = value
             continue
-        if isinstance(value, str) and opt.opt_type is not str:
+        if strict and isinstance(value, str) and opt.opt_type is not str:
             try:
                 value = opt.cast_to_type(value)
             except (TypeError, ValueError) as e:
                 problems[key] = f"bad value for run option {key}={value!r}: {e}"
                 continue
-        # under its declared spelling, so ``-c runAs=x`` overrides the config file's ``run_as``
-        cfg[next(name for name, declared in opts if declared is opt)] = value
-    for key, problem in _type_problems(opts, cfg).items():
-        problems.setdefault(key, problem)
+        name = _name_of(opts, opt)
+        if name in overlay and overlay[name] != value:
+            problems[name] = f"run option {name} is given twice with different values: {overlay[name]!r} and {value!r}"
+        overlay[name] = value
+    cfg.update(overlay)
+    if strict:
+        for key, problem in _type_problems(opts, cfg).items():
+            problems.setdefault(key, problem)
+    elif problems:  # only unreadable text can get here
+        raise InvalidRunConfigException(problems[next(iter(problems))], next(iter(problems)), raw)
     if problems:
-        raise RunOptionsError(scheduler, opts, problems, cfg)
+        raise RunOptionsError(scheduler, opts, problems, {**cfg, **raw})
     return opts.resolve(cfg)
+
+
+def _name_of(opts: runopts, opt: Any) -> str:
+    """The spelling ``opt`` was declared under."""
+    return next(name for name, declared in opts if declared is opt)
+
+
+def _declared(opts: runopts, cfg: Mapping[str, CfgVal]) -> Dict[str, CfgVal]:
+    """``cfg`` with every key under its declared spelling (keys ``opts`` does not know stay as they are)."""
+    out: Dict[str, CfgVal] = {}
+    for key, value in cfg.items():
+        opt = opts.get(key)
+        out[_name_of(opts, opt) if opt is not None else key] = value
+    return out
 
 
 def _given(scheduler: str, given: GivenOptions, problems: Dict[str, str]) -> Dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import re
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -145,6 +146,16 @@ class Scheduler(abc.ABC, Generic[T]):
         started are not stopped by it unless its docs say so.
         """
 
+    def wait_for_change(self, app_id: str, timeout: float) -> None:
+        """Return once something about the app may have changed, or after ``timeout`` seconds.
+
+        :meth:`Runner.wait <torchspec.runner.Runner.wait>` calls it between
+        two looks at the app's status.  The default sleeps; a backend that can
+        be told of changes (a state file, the engine's events, the API's
+        watch) returns as soon as one happens, so a wait ends when the app does.
+        """
+        time.sleep(max(0.0, timeout))
+
     def submit(self, app: AppDef, cfg: T, workspace: Optional[str] = None) -> str:
         """Dry-run then schedule ``app``; returns the new app's id.
 
@@ -200,7 +211,9 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         given = [flag for flag, value in settings.items() if value]
         if given:
-            raise UsageError(f"{' and '.join(given)} do not apply to --scheduler {self.backend}")
+            verb = "does" if len(given) == 1 else "do"
+            raise UsageError(f"{' and '.join(given)} {verb} not apply to --scheduler {self.backend}",
+                             "they are settings of another scheduler's checks (--k8s-version, --crd: kubernetes)")
         return None
 
     def run_opts(self) -> runopts:

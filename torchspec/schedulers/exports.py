@@ -9,12 +9,14 @@ package through :func:`lazy_exports`, each loaded from its module on first use.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Mapping
+import sys
+from typing import Any, Callable, List, Mapping, Tuple
 
 
-def lazy_exports(package: str, where: Mapping[str, str]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``package``: ``name`` comes from ``where[name]``, a submodule of the
-    package (``"scheduler"``) or a module named in full (``"torchspec.schedulers.replicas"``)."""
+def lazy_exports(package: str, where: Mapping[str, str]) -> Tuple[Callable[[str], Any], Callable[[], List[str]]]:
+    """A module's ``__getattr__`` and ``__dir__`` for ``package``: ``name`` comes from ``where[name]``, a
+    submodule of the package (``"scheduler"``) or a module named in full (``"torchspec.schedulers.replicas"``),
+    and ``dir()`` (tab completion) lists those names too."""
 
     def __getattr__(name: str) -> Any:
         module = where.get(name)
@@ -23,4 +25,7 @@ def lazy_exports(package: str, where: Mapping[str, str]) -> Callable[[str], Any]
         full = module if module.startswith("torchspec.") else f"{package}.{module}"
         return getattr(importlib.import_module(full), name)
 
-    return __getattr__
+    def __dir__() -> List[str]:
+        return sorted(set(vars(sys.modules[package])) | set(where))
+
+    return __getattr__, __dir__

@@ -54,13 +54,25 @@ def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
 
 #: What the single-file ``torchspec.schedulers.docker`` module exported, still importable from the package
 #: (loaded from where it now lives on first use).
-__getattr__ = lazy_exports(__name__, {
+_EXPORTS = {
     "AppView": "views",
     "ContainerView": "views",
     "DockerContainer": "translate",
     "DockerJob": "translate",
     "DockerReplicaStatus": "views",
     "DockerScheduler": "scheduler",
+    "LABEL_APP_ID": "labels",
+    "LABEL_APP_NAME": "labels",
+    "LABEL_ATTEMPT": "labels",
+    "LABEL_KEEP": "labels",
+    "LABEL_NETWORK": "labels",
+    "LABEL_NUM_REPLICAS": "labels",
+    "LABEL_REPLICA_ID": "labels",
+    "LABEL_ROLE": "labels",
+    "LABEL_ROLE_NAME": "labels",
+    "LABEL_SESSION": "labels",
+    "LABEL_VERSION": "labels",
+    "LABEL_WORKSPACE_BASE": "labels",
     "app_to_job": "translate",
     "container_name": "translate",
     "copied_env": "translate",
@@ -68,4 +80,6 @@ __getattr__ = lazy_exports(__name__, {
     "read_app": "engine",
     "role_to_containers": "translate",
     "workspace_context": "workspace",
-})
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = ["create_scheduler", *_EXPORTS]

@@ -52,6 +52,7 @@ The package, lowest module first (each imports only those above it):
     client.py     the API clients, creating and deleting objects, API errors
     logs.py       reading and following a replica's log across its pods
     scheduler.py  the KubernetesScheduler: the lifecycle
+    check.py      what lint --scheduler kubernetes checks: the manifests against the schemas (TS602)
     crds/         the JobSet and Volcano Job CRDs, for validation
 
 The ``kubernetes`` package is imported only inside functions that talk to a
@@ -80,12 +81,15 @@ def create_scheduler(session_name: str, **kwargs: Any) -> "KubernetesScheduler":
 
 #: What the single-file ``torchspec.schedulers.kubernetes`` module exported, still importable from the package
 #: (loaded from where it now lives on first use).
-__getattr__ = lazy_exports(__name__, {
+_EXPORTS = {
     "AppRef": "names",
     "AppView": "status",
+    "BUNDLED_CRDS": "validate",
+    "FLAVORS": "flavors",
     "KubernetesReplicaStatus": "status",
     "KubernetesRequest": "translate",
     "KubernetesScheduler": "scheduler",
+    "META_POD_PATCH": "states",
     "PodView": "status",
     "api_error": "client",
     "app_to_request": "translate",
@@ -99,4 +103,6 @@ __getattr__ = lazy_exports(__name__, {
     "pod_template": "translate",
     "pod_view": "status",
     "validate_manifests": "validate",
-})
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = ["create_scheduler", *_EXPORTS]

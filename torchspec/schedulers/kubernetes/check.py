@@ -20,11 +20,10 @@ from typing import Any, Dict, List, Mapping, Sequence
 from torchspec.errors import UsageError
 from torchspec.schedulers.api import RequestCheck, RequestProblem
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
-from torchspec.schedulers.kubernetes.states import ANNOTATION_ROLE_INDEX, DEFAULT_FLAVOR
+from torchspec.schedulers.kubernetes.states import ANNOTATION_ROLE_INDEX, DEFAULT_FLAVOR, META_POD_PATCH
 
 #: Used when kubernetes-validate cannot say which versions it bundles.
 DEFAULT_K8S_VERSIONS = ("1.25", "1.37")
-META_POD_PATCH = "kubernetes.pod_patch"
 #: ``Kind name (version): path: message``, as validate_manifests writes each problem.
 _PROBLEM = re.compile(r"^(?P<label>.+?) \((?P<version>[^()]*)\): (?P<path>[^:]*): (?P<message>.*)$", re.S)
 #: A pod template inside a custom object (``JobSet x replicatedJobs[1] pod template``), as validate_manifests
@@ -43,7 +42,8 @@ def manifest_check(cfg: Mapping[str, Any], settings: Mapping[str, Any]) -> "Mani
 
     unknown = [flag for flag, value in settings.items() if value and flag not in ("--k8s-version", "--crd")]
     if unknown:
-        raise UsageError(f"{' and '.join(unknown)} do not apply to --scheduler kubernetes")
+        verb = "does" if len(unknown) == 1 else "do"
+        raise UsageError(f"{' and '.join(unknown)} {verb} not apply to --scheduler kubernetes")
     versions = _k8s_versions(settings.get("--k8s-version") or ())
     crd_paths = tuple(settings.get("--crd") or ()) or BUNDLED_CRDS
     check = ManifestCheck(cfg, versions, crd_paths, _crd_kinds(crd_paths))

@@ -55,7 +55,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> "LocalScheduler":
 
 #: What the single-file ``torchspec.schedulers.local`` module exported, still importable from the package
 #: (loaded from where it now lives on first use).
-__getattr__ = lazy_exports(__name__, {
+_EXPORTS = {
     "COMBINED_LOG": "states",
     "DEFAULT_KILL_GRACE_S": "options",
     "ENV_APP_ID": "torchspec.schedulers.replicas",
@@ -65,6 +65,7 @@ __getattr__ = lazy_exports(__name__, {
     "ENV_REPLICA_ID": "torchspec.schedulers.replicas",
     "ENV_RESTART_COUNT": "states",
     "ENV_ROLE_NAME": "torchspec.schedulers.replicas",
+    "LocalReplicaStatus": "scheduler",
     "LocalRequest": "translate",
     "LocalScheduler": "scheduler",
     "RANK0_HOST": "states",
@@ -80,4 +81,6 @@ __getattr__ = lazy_exports(__name__, {
     "resolve_image": "translate",
     "role_to_request": "translate",
     "set_cuda_visible_devices": "translate",
-})
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = ["create_scheduler", *_EXPORTS]

@@ -60,6 +60,7 @@ from torchspec.schedulers.local.states import (
     app_state,
 )
 from torchspec.schedulers.local.translate import LocalRequest, app_to_request
+from torchspec.schedulers.filewatch import FolderWatch
 from torchspec.schedulers.logfile import follow_lines
 from torchspec.schedulers.replicas import make_app_id
 from torchspec.schedulers.state_dir import default_state_dir
@@ -103,6 +104,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
             os.path.abspath(os.path.expanduser(state_dir)) if state_dir else default_state_dir()
         )
         self._supervisors: Dict[str, "subprocess.Popen[bytes]"] = {}
+        self._watches: Dict[str, FolderWatch] = {}
 
     # -- submitting ---------------------------------------------------------
 
@@ -407,10 +409,24 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
 
         return update_state(app_dir, mark_failed)
 
+    def wait_for_change(self, app_id: str, timeout: float) -> None:
+        """Wake when the app's folder changes (the supervisor replaces state.json on every change)."""
+        watch = self._watches.get(app_id)
+        if watch is None:
+            app_dir = self.app_dir(app_id)
+            if app_dir is None:
+                super().wait_for_change(app_id, timeout)
+                return
+            watch = self._watches[app_id] = FolderWatch(app_dir)
+        watch.wait(timeout)
+
     def close(self) -> None:
-        """Reap supervisors that have exited; running apps are left running on purpose."""
+        """Reap supervisors that have exited and free folder watches; running apps are left running on purpose."""
         for proc in self._supervisors.values():
             proc.poll()
+        for watch in self._watches.values():
+            watch.close()
+        self._watches.clear()
 
 
 def _write_app_folder(request: LocalRequest) -> None:

@@ -37,12 +37,13 @@ def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
 
 #: What the single-file ``torchspec.schedulers.slurm`` module exported, still importable from the package
 #: (loaded from where it now lives on first use).
-__getattr__ = lazy_exports(__name__, {
+_EXPORTS = {
     "JobView": "query",
     "SLURM_STATES": "states",
     "SlurmBatchRequest": "translate",
     "SlurmComponent": "translate",
     "SlurmReplica": "translate",
+    "SlurmReplicaStatus": "scheduler",
     "SlurmScheduler": "scheduler",
     "app_to_request": "translate",
     "is_job_id": "states",
@@ -57,4 +58,6 @@ __getattr__ = lazy_exports(__name__, {
     "slurm_state": "states",
     "view_from_json": "query",
     "view_from_scontrol": "query",
-})
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = ["create_scheduler", *_EXPORTS]

@@ -1,0 +1,99 @@
+"""Waking when a folder changes, for schedulers whose apps live in files on this machine.
+
+``torchspec wait`` on a local app should end when the app does, not at the
+next poll.  On Linux the kernel says when a file in a folder is written or
+renamed into it (inotify, reached through libc with ctypes: no dependency);
+elsewhere, or where inotify cannot be had (a limit on watches, an odd
+filesystem), :meth:`FolderWatch.wait` just sleeps, and callers keep polling
+on their own schedule.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import select
+import sys
+import time
+from typing import Optional
+
+# from <sys/inotify.h>
+_IN_CLOSE_WRITE = 0x00000008
+_IN_MOVED_TO = 0x00000080
+_IN_CREATE = 0x00000100
+_IN_DELETE = 0x00000200
+_IN_DELETE_SELF = 0x00000400
+_IN_NONBLOCK = 0o4000
+_IN_CLOEXEC = 0o2000000
+_MASK = _IN_CLOSE_WRITE | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE | _IN_DELETE_SELF
+
+_libc: Optional[ctypes.CDLL] = None
+
+
+def _inotify() -> Optional[ctypes.CDLL]:
+    """libc, when it has inotify (Linux); None elsewhere."""
+    global _libc
+    if _libc is None and sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            libc.inotify_init1, libc.inotify_add_watch  # noqa: B018 - present, or AttributeError
+            _libc = libc
+        except (OSError, AttributeError):
+            return None
+    return _libc
+
+
+class FolderWatch:
+    """Tells when files in one folder change; events between two :meth:`wait` calls are not lost.
+
+    Close it (or use it as a context manager) to free the kernel watch.
+    """
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self._fd: Optional[int] = None
+        libc = _inotify()
+        if libc is None:
+            return
+        fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        if fd < 0:
+            return
+        if libc.inotify_add_watch(fd, os.fsencode(folder), _MASK) < 0:
+            os.close(fd)
+            return
+        self._fd = fd
+
+    @property
+    def active(self) -> bool:
+        """Whether changes wake :meth:`wait` (else it only sleeps)."""
+        return self._fd is not None
+
+    def wait(self, timeout: float) -> bool:
+        """Block until a file in the folder changed since the last call, or ``timeout`` seconds passed.
+
+        Returns whether a change was seen (always False without inotify).
+        """
+        if self._fd is None:
+            time.sleep(max(0.0, timeout))
+            return False
+        ready, _, _ = select.select([self._fd], [], [], max(0.0, timeout))
+        if not ready:
+            return False
+        try:
+            while os.read(self._fd, 65536):  # drain: one wake for any number of events
+                pass
+        except BlockingIOError:
+            pass
+        return True
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "FolderWatch":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
