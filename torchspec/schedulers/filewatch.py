@@ -1,8 +1,9 @@
 """Waking when a folder changes, for schedulers whose apps live in files on this machine.
 
 ``torchspec wait`` on a local app should end when the app does, not at the
-next poll.  On Linux the kernel says when a file in a folder is written or
-renamed into it (inotify, reached through libc with ctypes: no dependency);
+next poll.  On Linux the kernel says when a file is renamed into a folder,
+as atomic writers replace their files (inotify, reached through libc with
+ctypes: no dependency);
 elsewhere, or where inotify cannot be had (a limit on watches, an odd
 filesystem), :meth:`FolderWatch.wait` just sleeps, and callers keep polling
 on their own schedule.
@@ -19,14 +20,15 @@ import time
 from typing import Optional
 
 # from <sys/inotify.h>
-_IN_CLOSE_WRITE = 0x00000008
 _IN_MOVED_TO = 0x00000080
-_IN_CREATE = 0x00000100
 _IN_DELETE = 0x00000200
 _IN_DELETE_SELF = 0x00000400
 _IN_NONBLOCK = 0o4000
 _IN_CLOEXEC = 0o2000000
-_MASK = _IN_CLOSE_WRITE | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE | _IN_DELETE_SELF
+# Only what a writer does on purpose: a file renamed into place (how state files are replaced atomically),
+# a file removed, the folder removed.  Not writes or closes: readers that open a lock file to test it
+# would wake themselves.
+_MASK = _IN_MOVED_TO | _IN_DELETE | _IN_DELETE_SELF
 
 _libc: Optional[ctypes.CDLL] = None
 
@@ -45,7 +47,8 @@ def _inotify() -> Optional[ctypes.CDLL]:
 
 
 class FolderWatch:
-    """Tells when files in one folder change; events between two :meth:`wait` calls are not lost.
+    """Tells when a file is renamed into (or removed from) one folder; events between two :meth:`wait`
+    calls are not lost.
 
     Close it (or use it as a context manager) to free the kernel watch.
     """
@@ -70,7 +73,7 @@ class FolderWatch:
         return self._fd is not None
 
     def wait(self, timeout: float) -> bool:
-        """Block until a file in the folder changed since the last call, or ``timeout`` seconds passed.
+        """Block until a file was replaced or removed in the folder since the last call, or ``timeout`` passed.
 
         Returns whether a change was seen (always False without inotify).
         """

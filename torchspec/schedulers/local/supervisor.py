@@ -66,6 +66,9 @@ _MAX_LINE = 1 << 16
 # How often the main loop looks at its replicas when nothing wakes it earlier.
 _POLL_S = 0.1
 
+# While launching, the state (with the pids started so far) is saved at most this often, and once at the end.
+_LAUNCH_SAVE_S = 0.05
+
 # How long to wait for a replica's output to drain after its process group is gone.
 _DRAIN_S = 2.0
 
@@ -425,8 +428,11 @@ class Supervisor:
         self.state["started_at"] = now_iso()
         for replica in self.replicas:
             replica.launch()
-            # record each pid at once: were we to die now, others could still stop what we started
-            self.save()
+            # record the pids often enough that, were we to die now, others could still stop what we
+            # started, but not after every launch: each save rewrites the whole state (replicas squared)
+            if time.monotonic() - self._last_save >= _LAUNCH_SAVE_S:
+                self.save()
+        self.save()
 
         while True:
             if self.disowned:
