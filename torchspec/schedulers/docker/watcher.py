@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List
 
+from torchspec.schedulers.detached import start_detached
 from torchspec.schedulers.docker.engine import in_parallel, read_app, stop_container
 from torchspec.schedulers.docker.labels import (
     ATTEMPT_SUFFIX,
@@ -58,15 +58,7 @@ def start_watcher(app_id: str) -> None:
     """Start the detached process that does APPLICATION/ROLE retries and stops an app that failed for good."""
     log_path = watcher_log(app_id)
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    with open(log_path, "ab") as log:
-        subprocess.Popen(
-            [sys.executable, "-m", WATCHER_MODULE, app_id],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
+    start_detached(WATCHER_MODULE, [app_id], log_path)
 
 
 def step(client: "docker.DockerClient", app_id: str) -> bool:

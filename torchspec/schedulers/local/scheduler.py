@@ -16,7 +16,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from datetime import datetime
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Pattern
@@ -60,6 +59,7 @@ from torchspec.schedulers.local.states import (
     app_state,
 )
 from torchspec.schedulers.local.translate import LocalRequest, app_to_request
+from torchspec.schedulers.detached import start_detached
 from torchspec.schedulers.filewatch import FolderWatch
 from torchspec.schedulers.logfile import follow_lines
 from torchspec.schedulers.replicas import make_app_id
@@ -460,21 +460,12 @@ def _write_app_folder(request: LocalRequest) -> None:
 
 def _start_supervisor(app_dir: str) -> "subprocess.Popen[bytes]":
     """The app's supervisor, in a session of its own so it outlives this process and its terminal's Ctrl-C."""
-    with open(os.path.join(app_dir, SUPERVISOR_LOG), "ab") as log:
-        try:
-            return subprocess.Popen(
-                [sys.executable, "-m", SUPERVISOR_MODULE, app_dir],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=app_dir,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except OSError as e:
-            reason = f"cannot start the supervisor: {e}"
-            update_state(app_dir, lambda st: finish_app(st, "FAILED", reason))
-            raise
+    try:
+        return start_detached(SUPERVISOR_MODULE, [app_dir], os.path.join(app_dir, SUPERVISOR_LOG), cwd=app_dir)
+    except OSError as e:
+        reason = f"cannot start the supervisor: {e}"
+        update_state(app_dir, lambda st: finish_app(st, "FAILED", reason))
+        raise
 
 
 def _kill_grace_s(app_dir: str) -> int:
