@@ -30,8 +30,8 @@ interleaved so that drift in the machine's speed spreads over all of them):
                show what the submit latency is made of.
   logs         `torchspec logs HANDLE printer/0` on a finished app whose one
                replica printed --lines lines (~50 bytes each), against `cat`
-               of that replica's stdout.log and a minimal Python loop doing
-               logs' job (strip the timestamps, add the prefix); output to
+               of that replica's output.log and a minimal Python loop doing
+               logs' job (skip time marks, strip the tag, add the prefix); output to
                /dev/null; throughput is bytes written per second.
 
 It prints the ratios against their targets with PASS or MISS. The targets are
@@ -89,16 +89,16 @@ PRINTER_CODE = (
     "out.flush()\n"
 )
 
-# What `torchspec logs H printer/0` does, as plain Python: drop each stored line's
-# timestamp (up to the first tab), prefix the replica's label.
+# What `torchspec logs H printer/0` does, as plain Python: skip the stored time marks
+# ("t..." lines), drop each line's one-byte stream tag, prefix the replica's label.
 LOGS_BASELINE = r"""
 import sys
 prefix = sys.argv[2].encode() + b" "
 out = sys.stdout.buffer
 with open(sys.argv[1], "rb") as src:
     for line in src:
-        stamp, sep, rest = line.partition(b"\t")
-        out.write(prefix + (rest if sep else line))
+        if line[:1] != b"t":
+            out.write(prefix + line[1:])
 """
 
 
@@ -581,14 +581,14 @@ def main(argv: list[str] | None = None) -> int:
         # 3. logs throughput --------------------------------------------------------------
         print(f"3/3 logs of a replica that printed {args.lines} lines ...", file=sys.stderr)
         handle, app_dir, ingest = bench.printer_app()
-        stdout_log = app_dir / PRINTER / "0" / "stdout.log"
+        output_log = app_dir / PRINTER / "0" / "output.log"
         label = f"{PRINTER}/0"
         payload = sum(len("line %07d abcdefghijklmnopqrstuvwxyz0123456789\n" % i) for i in range(args.lines))
-        info.update(ingest_s=ingest, payload_bytes=payload, stored_bytes=stdout_log.stat().st_size)
+        info.update(ingest_s=ingest, payload_bytes=payload, stored_bytes=output_log.stat().st_size)
         cmds = {
             "logs": ts + ["logs", handle, label],
-            "py-logs": [PY, "-c", LOGS_BASELINE, str(stdout_log), label],
-            "cat": [cat, str(stdout_log)],
+            "py-logs": [PY, "-c", LOGS_BASELINE, str(output_log), label],
+            "cat": [cat, str(output_log)],
         }
         logs = {name: Series(name) for name in cmds}
         # warm-up: output captured, to count the bytes and check that logs prints what was printed
@@ -671,7 +671,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     llabels = {"logs": f"torchspec logs H {PRINTER}/0", "py-logs": "baseline: python strip+prefix loop",
-               "cat": "cat stdout.log"}
+               "cat": "cat output.log"}
     print(f"{'logs of ' + str(args.lines) + ' lines (stdout to /dev/null)':44} {'median':>11} {'bytes out':>11}"
           f" {'throughput':>14}")
     print("-" * 84)
@@ -681,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
         rates[name] = (s.out_bytes or 0) / s.median
         print(f"{llabels[name]:44} {fmt_s(s.median):>11} {s.out_bytes:>11,} {fmt_rate(rates[name]):>14}")
     print(f"(the replica printed {info['payload_bytes']:,} bytes; the supervisor stored {info['stored_bytes']:,}"
-          f" in stdout.log (and again in combined.log), submit to SUCCEEDED in {info['ingest_s']:.2f} s ="
+          f" in output.log (nothing else), submit to SUCCEEDED in {info['ingest_s']:.2f} s ="
           f" {fmt_rate(info['payload_bytes'] / info['ingest_s']).strip()} of replica output)")
 
     # ratios

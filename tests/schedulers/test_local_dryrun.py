@@ -56,14 +56,13 @@ def test_request_substitutes_macros_per_replica_and_prints_everything(sched: Loc
         assert replica.env["TORCHSPEC_NUM_REPLICAS"] == "2"
         assert replica.env[ENV_RANK0_HOST] == "localhost"
         assert replica.env["PYTHONUNBUFFERED"] == "1"
-        assert replica.stdout == os.path.join(request.app_dir, "trainer", str(k), "stdout.log")
+        assert replica.output == os.path.join(request.app_dir, "trainer", str(k), "output.log")
 
     text = str(info)
     assert f"local app {app_id}" in text
     assert f"sh --rank 1 --root {tmp_path} --id {app_id}" in text
     assert "RID=1" in text and f"cwd:      {tmp_path}" in text
-    assert os.path.join(request.app_dir, "trainer", "1", "stderr.log") in text
-    assert os.path.join(request.app_dir, "trainer", "1", "combined.log") in text
+    assert f'output:   {os.path.join(request.app_dir, "trainer", "1", "output.log")}' in text
     assert info.cfg["kill_grace_s"] == 5 and info.app is app
 
 

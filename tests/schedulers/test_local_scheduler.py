@@ -280,14 +280,19 @@ def test_logs_by_stream_regex_and_time(sched: LocalScheduler, tmp_path) -> None:
     assert lines(sched, app_id, "r", since=datetime.now() + timedelta(minutes=1)) == []
     assert lines(sched, app_id, "r", until=before) == []
 
-    # stored lines are "ISO-8601<TAB>text": cut between out2 and late by their own stamps
+    # stored once, in output.log: a stream tag per line and a time mark before a line after a pause;
+    # cut between out2 and late by the mark written before late
     app_dir = sched.app_dir(app_id)
     assert app_dir is not None
-    with open(os.path.join(app_dir, "r", "0", "stdout.log")) as src:
-        stamps = [datetime.fromisoformat(line.split("\t", 1)[0]) for line in src]
-    assert stamps == sorted(stamps) and all(s.tzinfo == timezone.utc for s in stamps)
-    assert lines(sched, app_id, "r", since=stamps[2], streams=Stream.STDOUT) == ["late"]
-    assert lines(sched, app_id, "r", until=stamps[2], streams=Stream.STDOUT) == ["out1", "out2"]
+    with open(os.path.join(app_dir, "r", "0", "output.log"), "rb") as src:
+        stored = src.read().splitlines()
+    content = [line for line in stored if not line.startswith(b"t")]  # the two pipes race: order across streams varies
+    assert sorted(content) == [b"eerr1", b"olate", b"oout1", b"oout2"] and content[-1] == b"olate"
+    marks = [datetime.fromtimestamp(float(line[1:]), timezone.utc) for line in stored if line.startswith(b"t")]
+    assert marks == sorted(marks) and stored[-2].startswith(b"t")  # late came 0.3 s later: a mark of its own
+    assert lines(sched, app_id, "r", since=marks[-1], streams=Stream.STDOUT) == ["late"]
+    assert lines(sched, app_id, "r", until=marks[-1], streams=Stream.STDOUT) == ["out1", "out2"]
+    assert not os.path.exists(os.path.join(app_dir, "r", "0", "combined.log"))  # nothing is written twice
 
     with pytest.raises(ValueError, match="no role 'nope'; its roles: r"):
         sched.log_iter(app_id, "nope")
@@ -434,7 +439,7 @@ def test_files_on_disk_are_the_documented_layout(sched: LocalScheduler, tmp_path
     assert app_dir is not None
     names = sorted(os.listdir(app_dir))
     assert names == ["r", "request.json", "spec.json", "state.json", "state.lock", "supervisor.lock", "supervisor.log"]
-    assert sorted(os.listdir(os.path.join(app_dir, "r", "0"))) == ["combined.log", "stderr.log", "stdout.log"]
+    assert sorted(os.listdir(os.path.join(app_dir, "r", "0"))) == ["output.log"]
     with open(os.path.join(app_dir, "spec.json")) as src:
         spec = json.load(src)
     assert spec["roles"][0]["image"] == "." and spec["roles"][0]["env"] == {"X": "${replica_id}"}
@@ -474,3 +479,24 @@ def test_unknown_apps(sched: LocalScheduler) -> None:
     with pytest.raises(ValueError, match="unknown app"):
         sched.log_iter("nope-123456", "r")
     assert sched.list() == []
+
+
+def test_logs_of_an_app_from_the_three_file_format_still_read(sched: LocalScheduler, tmp_path) -> None:
+    """Apps submitted by torchspec before output.log kept stdout.log, stderr.log and combined.log."""
+    from torchspec.schedulers.local.translate import ReplicaRequest
+
+    app_id = sched.submit(specs.AppDef("old", roles=[sh_role("r", "true", str(tmp_path))]), {})
+    wait_terminal(sched, app_id)
+    replica_dir = os.path.join(sched.app_dir(app_id) or "", "r", "0")
+    os.remove(os.path.join(replica_dir, "output.log"))
+    stamp = "2026-11-22T21:14:12.366000+00:00"
+    for name, text in (("stdout.log", "out\n"), ("stderr.log", "err\n"), ("combined.log", "out\nerr\n")):
+        with open(os.path.join(replica_dir, name), "w") as out:
+            out.writelines(f"{stamp}\t{line}\n" for line in text.splitlines())
+    assert lines(sched, app_id, "r") == ["out", "err"]
+    assert lines(sched, app_id, "r", streams=Stream.STDERR) == ["err"]
+    old = ReplicaRequest.from_json({"role": "r", "replica_id": 0, "args": ["true"], "env": {}, "cwd": "/",
+                                    "path_entry": "/", "prepend_path": False, "stdout": "/a/r/0/stdout.log",
+                                    "stderr": "/a/r/0/stderr.log", "combined": "/a/r/0/combined.log",
+                                    "error_file": "/a/r/0/error.json"})
+    assert old.output == "/a/r/0/output.log" and old.legacy_log(Stream.COMBINED) == "/a/r/0/combined.log"

@@ -154,8 +154,11 @@ def print_logs(runner: "Runner", handle: str, targets: list[Target], *, follow: 
         return runner.log_lines(handle, target.role, target.replica, regex=regex, since=since, until=until,
                                 should_tail=follow, streams=stream)
 
+    prefixes = {target: console.log_prefix(target.role, target.replica, color, width) for target in targets}
+
     def write(target: Target, line: str) -> None:
-        out.write(console.log_prefix(target.role, target.replica, color, width) + line.rstrip("\r\n") + "\n")
+        out.write(prefixes[target] + (line if line.endswith("\n") and not line.endswith("\r\n")
+                                      else line.rstrip("\r\n") + "\n"))
 
     if not follow or len(targets) == 1:
         for target in targets:

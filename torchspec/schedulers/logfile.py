@@ -1,7 +1,7 @@
 """Timestamped log lines, as ``log_iter`` of every scheduler reads them.
 
-``local`` and ``slurm`` write ``STAMP<TAB>text`` lines to files, each in its
-own stamp format, so they pass their own parser to :func:`follow_lines`; the
+``local`` and ``slurm`` write their own line formats to files, so they pass
+their own parser to :func:`follow_lines`; the
 reading, the time window, the regex and the following (``tail -f`` until the
 replica can write no more) are the same.  Docker and the kubelet stream
 ``RFC3339NANO text`` lines: :func:`stamped_lines` reads those.
@@ -14,8 +14,9 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import BinaryIO, Callable, Iterable, Iterator, Optional, Pattern, Tuple
 
-#: ``parse(raw_line, with_time)`` -> (the line's time or None, its text); ``with_time`` False may skip the time.
-LineParser = Callable[[bytes, bool], Tuple[Optional[datetime], str]]
+#: ``parse(raw_line, with_time)`` -> (the line's time or None, its text, or None for a line that is not shown,
+#: such as a time mark); ``with_time`` False may skip the time.
+LineParser = Callable[[bytes, bool], Tuple[Optional[datetime], Optional[str]]]
 
 
 def follow_lines(
@@ -34,9 +35,17 @@ def follow_lines(
     every ``poll_s`` seconds) says the writer has stopped, or ``until`` has
     passed; a last line without a newline is returned at the end.
     """
-    with_time = since is not None or until is not None
+    select = _Selection(parse, pattern, since, until)
+    if not should_tail:  # the whole file as it is: the file's own line iterator is the fastest reader
+        for raw in log:
+            text = select(raw if raw.endswith(b"\n") else raw + b"\n")
+            if select.past_until:
+                return
+            if text is not None:
+                yield text
+        return
     pending = b""
-    finished = not should_tail
+    finished = False
     last_poll = time.monotonic()
     while True:
         chunk = log.readline()
@@ -44,20 +53,16 @@ def follow_lines(
             pending += chunk
             if not pending.endswith(b"\n"):
                 continue
-            when, text = parse(pending, with_time)
-            pending = b""
-            if when is not None and since is not None and when < since:
-                continue
-            if when is not None and until is not None and when >= until:
+            text, pending = select(pending), b""
+            if select.past_until:
                 return
-            if pattern is None or pattern.search(text):
+            if text is not None:
                 yield text
             continue
         if finished:
-            if pending:
-                _, text = parse(pending + b"\n", False)
-                if pattern is None or pattern.search(text):
-                    yield text
+            text = select(pending + b"\n") if pending else None
+            if text is not None and not select.past_until:
+                yield text
             return
         if until is not None and datetime.now(timezone.utc) >= until:
             finished = True
@@ -66,6 +71,32 @@ def follow_lines(
         if time.monotonic() - last_poll >= poll_s:
             last_poll = time.monotonic()
             finished = done()  # one more pass then reads what came meanwhile
+
+
+class _Selection:
+    """Which stored lines ``follow_lines`` returns: parsed, in the time window, matching the pattern."""
+
+    def __init__(self, parse: LineParser, pattern: Optional[Pattern[str]], since: Optional[datetime],
+                 until: Optional[datetime]) -> None:
+        self.parse, self.pattern, self.since, self.until = parse, pattern, since, until
+        self.with_time = since is not None or until is not None
+        #: set once a line at or after ``until`` was read: nothing later can be in the window
+        self.past_until = False
+
+    def __call__(self, raw: bytes) -> Optional[str]:
+        """The text of one complete stored line if it is to be shown, else None."""
+        when, text = self.parse(raw, self.with_time)
+        if text is None:
+            return None
+        if when is not None:
+            if self.since is not None and when < self.since:
+                return None
+            if self.until is not None and when >= self.until:
+                self.past_until = True
+                return None
+        if self.pattern is not None and not self.pattern.search(text):
+            return None
+        return text
 
 
 _RFC3339 = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d) ")

@@ -17,7 +17,7 @@ replica runs there in a process group of its own.  The layout of one app::
         state.lock
         supervisor.lock      held by the supervisor while it lives
         supervisor.log       the supervisor's own output
-        trainer/0/stdout.log, stderr.log, combined.log (and error.json if the replica writes one)
+        trainer/0/output.log (stdout and stderr, once: see logs.py) and error.json if the replica writes one
 
 The package, lowest module first (each imports only those above it):
 
@@ -57,6 +57,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> "LocalScheduler":
 #: (loaded from where it now lives on first use).
 _EXPORTS = {
     "COMBINED_LOG": "states",
+    "OUTPUT_LOG": "states",
     "DEFAULT_KILL_GRACE_S": "options",
     "ENV_APP_ID": "torchspec.schedulers.replicas",
     "ENV_ERROR_FILE": "states",

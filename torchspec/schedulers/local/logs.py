@@ -1,19 +1,105 @@
-"""Reading a replica's log files: the stored line format, and when a followed log can grow no more.
+"""A replica's log: how the supervisor stores its output, how ``logs`` reads it back, and when it ends.
 
-The supervisor writes every line as ``ISO-8601-time<TAB>text`` (see
-:mod:`torchspec.schedulers.local.supervisor`); :func:`parse_log_line` is the
-parser that :func:`torchspec.schedulers.logfile.follow_lines` is given, and
-:func:`replica_finished` the test that ends ``logs -f``.
+Each replica's output is stored once, in ``output.log``, as it was printed,
+one line per line with a one-byte tag in front: ``o`` stdout, ``e`` stderr,
+``m`` a line of torchspec's own (the restart markers, shown in every
+stream).  Time is kept coarsely: a ``t<epoch seconds>`` line goes before a
+line whenever at least :data:`TIME_MARK_S` has passed since the last one, so a
+fast writer pays one byte per line and ``--since``/``--until`` select to that
+resolution.  The stdout, stderr and combined views are filters of the one
+file; nothing is written twice.
+
+Apps from torchspec versions before this format have ``stdout.log``,
+``stderr.log`` and ``combined.log`` of ``ISO-time<TAB>text`` lines; they are
+read with :func:`parse_log_line`.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Mapping, Optional
+import threading
+import time
+from datetime import datetime, timezone
+from typing import IO, Any, Mapping, Optional, Tuple
 
+from torchspec.schedulers.api import Stream
 from torchspec.schedulers.local.states import TERMINAL
 from torchspec.schedulers.local.translate import LocalRequest
 from torchspec.specs import RetryPolicy
+
+#: A time line is written before a line when at least this many seconds passed since the last one.
+TIME_MARK_S = 0.01
+
+_TAGS = {"stdout": b"o", "stderr": b"e"}
+_MARKER = b"m"
+_TIME = b"t"
+#: The tags each view shows.
+_VIEWS = {Stream.STDOUT: (b"o", b"m"), Stream.STDERR: (b"e", b"m"), Stream.COMBINED: (b"o", b"e", b"m")}
+
+
+class LogWriter:
+    """Appends a replica's output to its ``output.log``; lines from several pipes, one lock, one file.
+
+    The time is taken inside the lock, so time lines are in file order and
+    ``log_iter`` can stop at the first line past ``until``.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._file: IO[bytes] = open(path, "ab", buffering=0)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._last_mark = float("-inf")
+
+    def write(self, stream: str, data: bytes) -> None:
+        """One line the replica printed on ``stream`` (``stdout`` or ``stderr``)."""
+        self._append(_TAGS[stream], data)
+
+    def marker(self, text: str) -> None:
+        """A line of torchspec's own, shown in every view of the log."""
+        self._append(_MARKER, text.encode("utf-8"))
+
+    def _append(self, tag: bytes, data: bytes) -> None:
+        if not data.endswith(b"\n"):
+            data += b"\n"
+        with self._lock:
+            if self._closed:
+                return
+            now = time.time()
+            if now - self._last_mark >= TIME_MARK_S:
+                self._last_mark = now
+                self._file.write(_TIME + b"%.6f\n" % now + tag + data)
+            else:
+                self._file.write(tag + data)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._file.close()
+
+
+class OutputParser:
+    """Reads ``output.log`` lines for :func:`~torchspec.schedulers.logfile.follow_lines`: one view of it.
+
+    Stateful: a time line sets the time of the lines after it.  Lines of
+    other views, and time lines, come back with no text, which
+    ``follow_lines`` skips.
+    """
+
+    def __init__(self, stream: Stream) -> None:
+        self.tags = _VIEWS[stream]
+        self.now: Optional[datetime] = None
+
+    def __call__(self, raw: bytes, with_time: bool = True) -> Tuple[Optional[datetime], Optional[str]]:
+        tag = raw[:1]
+        if tag == _TIME:
+            if with_time:
+                try:
+                    self.now = datetime.fromtimestamp(float(raw[1:]), timezone.utc)
+                except ValueError:
+                    pass
+            return None, None
+        if tag not in self.tags:
+            return None, None
+        return self.now, raw[1:].decode("utf-8", errors="replace")
 
 
 def parse_log_line(raw: bytes, with_time: bool = True) -> tuple[Optional[datetime], str]:
@@ -68,4 +154,4 @@ def replica_finished(request: LocalRequest, state: Mapping[str, Any], role_name:
     return True
 
 
-__all__ = ["parse_log_line", "replica_finished"]
+__all__ = ["LogWriter", "OutputParser", "TIME_MARK_S", "parse_log_line", "replica_finished"]

@@ -30,7 +30,7 @@ from torchspec.schedulers.api import (
     aware,
     check_replica,
 )
-from torchspec.schedulers.local.logs import parse_log_line, replica_finished
+from torchspec.schedulers.local.logs import OutputParser, parse_log_line, replica_finished
 from torchspec.schedulers.local.options import DEFAULT_KILL_GRACE_S, local_run_opts
 from torchspec.schedulers.local.processes import kill_groups, pid_alive
 from torchspec.schedulers.local.state import (
@@ -61,7 +61,7 @@ from torchspec.schedulers.local.states import (
 from torchspec.schedulers.local.translate import LocalRequest, app_to_request
 from torchspec.schedulers.detached import start_detached
 from torchspec.schedulers.filewatch import FolderWatch
-from torchspec.schedulers.logfile import follow_lines
+from torchspec.schedulers.logfile import LineParser, follow_lines
 from torchspec.schedulers.replicas import make_app_id
 from torchspec.schedulers.state_dir import default_state_dir
 from torchspec.specs import NONE, AppDef, AppDryRunInfo, AppState, CfgVal, Role, RoleStatus, runopts
@@ -327,18 +327,13 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         role = request.role(role_name)
         assert role is not None
         stream = Stream(streams) if streams is not None else Stream.COMBINED
+        replica = role.replicas[k]
+        path, parse = replica.output, OutputParser(stream)
+        if not os.path.exists(path) and os.path.exists(replica.legacy_log(stream)):
+            path, parse = replica.legacy_log(stream), parse_log_line  # an app of an earlier torchspec
         pattern = re.compile(regex) if regex else None
-        return self._follow(
-            app_dir,
-            request,
-            role_name,
-            k,
-            role.replicas[k].log_path(stream),
-            pattern,
-            aware(since),
-            aware(until),
-            should_tail,
-        )
+        return self._follow(app_dir, request, role_name, k, path, parse, pattern, aware(since), aware(until),
+                            should_tail)
 
     def _follow(
         self,
@@ -347,13 +342,14 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         role_name: str,
         k: int,
         path: str,
+        parse: LineParser,
         pattern: Optional[Pattern[str]],
         since: Optional[datetime],
         until: Optional[datetime],
         should_tail: bool,
     ) -> Iterator[str]:
         with open(path, "rb") as log:
-            yield from follow_lines(log, parse_log_line, pattern, since, until, should_tail,
+            yield from follow_lines(log, parse, pattern, since, until, should_tail,
                                     done=lambda: self._replica_done(app_dir, request, role_name, k))
 
     def _replica_done(self, app_dir: str, request: LocalRequest, role_name: str, k: int) -> bool:
@@ -449,9 +445,8 @@ def _write_app_folder(request: LocalRequest) -> None:
     write_json(os.path.join(app_dir, REQUEST_FILE), request.to_json())
     for role in request.roles:
         for replica in role.replicas:
-            os.makedirs(os.path.dirname(replica.stdout), exist_ok=True)
-            for path in (replica.stdout, replica.stderr, replica.combined):
-                open(path, "ab").close()
+            os.makedirs(os.path.dirname(replica.output), exist_ok=True)
+            open(replica.output, "ab").close()
     write_json(os.path.join(app_dir, STATE_FILE), initial_state(request))
     if request.index_dir:
         os.makedirs(request.index_dir, exist_ok=True)

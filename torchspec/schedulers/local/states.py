@@ -13,8 +13,8 @@ from typing import Dict, Optional
 
 from torchspec.specs import AppState
 
-#: Bump when ``state.json`` or ``request.json`` change incompatibly.
-FORMAT_VERSION = 1
+#: Bump when ``state.json`` or ``request.json`` change (2: one ``output.log`` per replica); readers take older ones.
+FORMAT_VERSION = 2
 
 # The files of the state dir and of one app folder (see the layout in the package docstring).
 APPS = "apps"
@@ -25,11 +25,13 @@ LOCK_FILE = "state.lock"
 SUPERVISOR_LOCK = "supervisor.lock"
 SUPERVISOR_LOG = "supervisor.log"
 
-# The files of one replica's folder.
+# The files of one replica's folder: its output (see logs.py), and the reply file it may leave.
+OUTPUT_LOG = "output.log"
+ERROR_FILE = "error.json"
+# What apps of FORMAT_VERSION 1 stored instead of output.log.
 STDOUT_LOG = "stdout.log"
 STDERR_LOG = "stderr.log"
 COMBINED_LOG = "combined.log"
-ERROR_FILE = "error.json"
 
 #: Names of the app states as stored; terminal ones are never overwritten.
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
@@ -76,6 +78,7 @@ __all__ = [
     "STARTUP_TIMEOUT_S",
     "STATE_FILE",
     "STDERR_LOG",
+    "OUTPUT_LOG",
     "STDOUT_LOG",
     "SUPERVISOR_LOCK",
     "SUPERVISOR_LOG",

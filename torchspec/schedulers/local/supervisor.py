@@ -5,9 +5,9 @@ the command that submitted the app and ignores that terminal's Ctrl-C.  It:
 
 - launches every replica of ``request.json`` in its own process group (a new
   session), so a replica and everything it spawned stop together;
-- reads each replica's stdout and stderr and appends every line, prefixed by
-  ``ISO-8601-time<TAB>``, to ``stdout.log`` or ``stderr.log`` and to
-  ``combined.log`` (the timestamps are what ``log_iter``'s since/until use);
+- reads each replica's stdout and stderr and appends every line, once, to
+  the replica's ``output.log`` (:class:`~torchspec.schedulers.local.logs.LogWriter`:
+  tagged with its stream, with coarse time marks for since/until);
 - when a replica's main process exits, SIGKILLs what is left of its process
   group (as a container's processes end with it) and applies the role's
   retry policy: APPLICATION restarts every replica, ROLE the role's
@@ -40,6 +40,7 @@ import traceback
 from types import FrameType
 from typing import IO, Any, Dict, List, Optional
 
+from torchspec.schedulers.local.logs import LogWriter
 from torchspec.schedulers.local.processes import signal_group
 from torchspec.schedulers.local.state import (
     finish_app,
@@ -96,49 +97,7 @@ def _join_path(*parts: Optional[str]) -> str:
     return os.pathsep.join(part.strip(os.pathsep) for part in parts if part)
 
 
-class _Logs:
-    """A replica's three log files; each line is stamped with the time it was read, under one lock.
-
-    Taking the time inside the lock keeps the stamps in file order, which
-    lets ``log_iter`` stop at the first line past ``until``.
-    """
-
-    def __init__(self, replica: ReplicaRequest) -> None:
-        self._files: Dict[str, IO[bytes]] = {
-            "stdout": open(replica.stdout, "ab", buffering=0),
-            "stderr": open(replica.stderr, "ab", buffering=0),
-            "combined": open(replica.combined, "ab", buffering=0),
-        }
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def write(self, stream: str, data: bytes) -> None:
-        if not data.endswith(b"\n"):
-            data += b"\n"
-        with self._lock:
-            if self._closed:
-                return
-            line = now_iso().encode("ascii") + b"\t" + data
-            self._files[stream].write(line)
-            self._files["combined"].write(line)
-
-    def marker(self, text: str) -> None:
-        """A line of torchspec's own in every log of the replica (stdout, stderr and combined)."""
-        with self._lock:
-            if self._closed:
-                return
-            line = now_iso().encode("ascii") + b"\t" + text.encode("utf-8") + b"\n"
-            for out in self._files.values():
-                out.write(line)
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            for out in self._files.values():
-                out.close()
-
-
-def _pump(pipe: IO[bytes], logs: _Logs, stream: str) -> None:
+def _pump(pipe: IO[bytes], logs: LogWriter, stream: str) -> None:
     """Copy one pipe into the logs until every process holding its write end is gone."""
     with pipe:
         while True:
@@ -155,7 +114,7 @@ class _Replica:
         self.role = role
         self.request = request
         self.record = record
-        self.logs = _Logs(request)
+        self.logs = LogWriter(request.output)
         self.proc: Optional["subprocess.Popen[bytes]"] = None
         self.readers: List[threading.Thread] = []
         self.launch_failed = False

@@ -25,6 +25,7 @@ from torchspec.schedulers.local.states import (
     ENV_RESTART_COUNT,
     ERROR_FILE,
     FORMAT_VERSION,
+    OUTPUT_LOG,
     RANK0_HOST,
     STDERR_LOG,
     STDOUT_LOG,
@@ -57,13 +58,22 @@ class ReplicaRequest:
     cwd: str
     path_entry: str
     prepend_path: bool
-    stdout: str
-    stderr: str
-    combined: str
+    output: str
     error_file: str
 
-    def log_path(self, stream: Stream) -> str:
-        return {Stream.STDOUT: self.stdout, Stream.STDERR: self.stderr, Stream.COMBINED: self.combined}[stream]
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> "ReplicaRequest":
+        """A replica of ``request.json``; one of FORMAT_VERSION 1 named three log files instead of ``output``."""
+        fields = dict(data)
+        legacy = [fields.pop(key, None) for key in ("stdout", "stderr", "combined")]
+        if "output" not in fields and legacy[0]:
+            fields["output"] = os.path.join(os.path.dirname(legacy[0]), OUTPUT_LOG)
+        return ReplicaRequest(**fields)
+
+    def legacy_log(self, stream: Stream) -> str:
+        """Where an app of FORMAT_VERSION 1 kept ``stream`` (it has no ``output.log``)."""
+        name = {Stream.STDOUT: STDOUT_LOG, Stream.STDERR: STDERR_LOG, Stream.COMBINED: COMBINED_LOG}[stream]
+        return os.path.join(os.path.dirname(self.output), name)
 
     def dryrun_lines(self, role: str) -> List[str]:
         """The dry-run lines of this replica, indented under its role's line."""
@@ -77,11 +87,7 @@ class ReplicaRequest:
         ]
         lines += [f"        {key}={value}" for key, value in self.env.items()]
         lines.append(f"        {ENV_RESTART_COUNT}=<restarts so far, set at each launch>")
-        lines += [
-            f"      stdout:   {self.stdout}",
-            f"      stderr:   {self.stderr}",
-            f"      combined: {self.combined}",
-        ]
+        lines.append(f"      output:   {self.output}")
         return lines
 
 
@@ -127,7 +133,7 @@ class LocalRequest:
                 name=role["name"],
                 max_retries=int(role["max_retries"]),
                 retry_policy=role["retry_policy"],
-                replicas=[ReplicaRequest(**replica) for replica in role["replicas"]],
+                replicas=[ReplicaRequest.from_json(replica) for replica in role["replicas"]],
             )
             for role in data["roles"]
         ]
@@ -218,9 +224,7 @@ def _replica_request(
         cwd=img_root,
         path_entry=img_root,
         prepend_path=prepend_path,
-        stdout=os.path.join(replica_dir, STDOUT_LOG),
-        stderr=os.path.join(replica_dir, STDERR_LOG),
-        combined=os.path.join(replica_dir, COMBINED_LOG),
+        output=os.path.join(replica_dir, OUTPUT_LOG),
         error_file=env[ENV_ERROR_FILE],
     )
 
