@@ -157,18 +157,30 @@ def print_logs(runner: "Runner", handle: str, targets: list[Target], *, follow: 
     prefixes = {target: console.log_prefix(target.role, target.replica, color, width) for target in targets}
 
     def write(target: Target, line: str) -> None:
-        out.write(prefixes[target] + (line if line.endswith("\n") and not line.endswith("\r\n")
-                                      else line.rstrip("\r\n") + "\n"))
+        out.write(prefixes[target] + line.rstrip("\r\n") + "\n")
 
-    if not follow or len(targets) == 1:
+    if not follow:
         for target in targets:
-            for line in lines(target):
-                write(target, line)
-                if follow:
-                    out.flush()
-        out.flush()
+            _print_all(lines(target), prefixes[target], out)
+        return
+    if len(targets) == 1:
+        for line in lines(targets[0]):
+            write(targets[0], line)
+            out.flush()
         return
     _follow_all(targets, lines, write, out)
+
+
+def _print_all(lines: Iterable[str], prefix: str, out: TextIO, batch: int = 2048) -> None:
+    """Every line, prefixed, written a few thousand at a time: one write per line is most of the cost."""
+    pending: list[str] = []
+    for line in lines:
+        pending.append(prefix + line.rstrip("\r\n") + "\n")
+        if len(pending) >= batch:
+            out.write("".join(pending))
+            pending.clear()
+    out.write("".join(pending))
+    out.flush()
 
 
 def _follow_all(targets: list[Target], lines: Any, write: Any, out: TextIO) -> None:
