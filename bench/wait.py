@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Benchmark how long torchspec takes to notice that a local app ended, against a Popen floor.
+
+    python bench/wait.py                     # 32 replicas, 7 rounds
+    python bench/wait.py --replicas 8 --repeat 11
+
+The app's replicas run `true`: they do no work of their own, so what is
+measured is torchspec's overhead.  Each round times, interleaved so that
+drift in the machine's speed spreads over all of them:
+
+  submit-wait  `torchspec submit --wait SPEC` until it exits (the app SUCCEEDED)
+  wait         `torchspec submit SPEC`, then `torchspec wait HANDLE`, until wait exits
+  submit       `torchspec submit SPEC` until it returns the handle
+  floor        a Python script that Popens N `true` processes and waits for them all
+
+Nothing here polls: every time is one blocking subprocess.run.  It prints
+the medians and the ratios against their targets with PASS or MISS; the
+targets are goals, not assertions (the script exits 0 whatever the timings,
+or 1 on a MISS with --fail-on-miss).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import find_torchspec, median
+
+FLOOR = """
+import subprocess, sys
+procs = [subprocess.Popen(["true"]) for _ in range(int(sys.argv[1]))]
+for p in procs:
+    p.wait()
+"""
+
+#: (what, numerator, target ratio to the floor)
+TARGETS = [("submit --wait / floor", "submit-wait", 2.0), ("submit + wait / floor", "wait", 2.5),
+           ("submit / floor", "submit", 2.0)]
+
+
+def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
+    """Seconds ``cmd`` took, and its stdout; a failing command stops the benchmark."""
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-500:]}")
+    return elapsed, proc.stdout
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--replicas", type=int, default=32, help="replicas of the app (default 32)")
+    ap.add_argument("--repeat", type=int, default=7, help="timed rounds; the median is reported (default 7)")
+    ap.add_argument("--runner", choices=["auto", "script", "module"], default="auto",
+                    help="how to run torchspec: its console script or python -m torchspec")
+    ap.add_argument("--fail-on-miss", action="store_true", help="exit 1 when a target is missed")
+    args = ap.parse_args()
+    ts = find_torchspec(args.runner)
+    if ts is None:
+        print("torchspec is not installed (pip install -e .)", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="torchspec-bench-wait-"))
+    try:
+        env = {**os.environ, "TORCHSPEC_HOME": str(work / "home"), "NO_COLOR": "1"}
+        spec = work / "true.yaml"
+        spec.write_text(f"name: nothing\nroles:\n  - name: t\n    image: .\n    entrypoint: 'true'\n"
+                        f"    num_replicas: {args.replicas}\n")
+        runs: dict[str, list[float]] = {"submit-wait": [], "wait": [], "submit": [], "floor": []}
+        for round_ in range(args.repeat + 1):  # the first round warms caches and is not counted
+            results = {
+                "submit-wait": timed(ts + ["submit", "--wait", str(spec)], env, work)[0],
+                "floor": timed([sys.executable, "-c", FLOOR, str(args.replicas)], env, work)[0],
+            }
+            submitted, handle = timed(ts + ["submit", str(spec)], env, work)
+            waited, _ = timed(ts + ["wait", handle.strip()], env, work)
+            results["submit"], results["wait"] = submitted, submitted + waited
+            if round_:
+                for name, value in results.items():
+                    runs[name].append(value)
+        medians = {name: median(values) for name, values in runs.items()}
+        print(f"{args.replicas} replicas running `true`, {args.repeat} rounds (medians)")
+        for name, value in medians.items():
+            print(f"  {name:<12} {value * 1000:8.1f} ms")
+        missed = False
+        print(f"\n{'ratio':<24} {'value':>6} {'target':>8}  verdict")
+        for what, name, target in TARGETS:
+            ratio = medians[name] / medians["floor"]
+            missed |= ratio > target
+            print(f"{what:<24} {ratio:6.2f} {'<= ' + str(target):>8}  {'PASS' if ratio <= target else 'MISS'}")
+        return 1 if missed and args.fail_on_miss else 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
