@@ -14,8 +14,7 @@ nothing until someone asks for it.
 
 from __future__ import annotations
 
-from importlib import metadata
-from typing import Dict, List, Mapping, Protocol, TypeVar
+from typing import TYPE_CHECKING, Dict, List, Mapping, Protocol, TypeVar
 
 from torchspec.schedulers.api import (
     DescribeAppResponse,
@@ -27,6 +26,9 @@ from torchspec.schedulers.api import (
 )
 from torchspec.errors import UsageError
 from torchspec.specs import UnknownSchedulerException
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 #: The entry-point group schedulers register in.
 GROUP = "torchspec.schedulers"
@@ -101,6 +103,8 @@ def get_scheduler_factories() -> Dict[str, SchedulerFactory]:
     plug-ins sorted by name.  Raises :class:`DuplicateSchedulerError` naming
     both providers when two packages register the same name.
     """
+    from importlib import metadata  # ~20 ms: only where the registry is read, not in every backend module
+
     builtin: List[metadata.EntryPoint] = []
     plugins: List[metadata.EntryPoint] = []
     seen: Dict[str, metadata.EntryPoint] = {}
