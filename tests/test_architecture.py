@@ -16,7 +16,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "torchspec"
 #: Lowest first.  A module may import its own layer and the layers below it, never one above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("torchspec", "torchspec.version", "torchspec.errors", "torchspec.exit_codes", "torchspec.codes",
-                    "torchspec.terminal")),
+                    "torchspec.terminal", "torchspec.entry_points")),
     ("specs", ("torchspec.specs",)),
     ("loader", ("torchspec.loader", "torchspec.config", "torchspec.components")),
     ("lint", ("torchspec.lint", "torchspec.report")),
@@ -41,7 +41,9 @@ def layer_of(module: str) -> int:
     best, best_len = -1, -1
     for index, (_, prefixes) in enumerate(LAYERS):
         for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_len:
+            # the package itself is only itself: every module must be placed by name
+            inside = module.startswith(prefix + ".") and prefix != "torchspec"
+            if (module == prefix or inside) and len(prefix) > best_len:
                 best, best_len = index, len(prefix)
     return best
 

@@ -101,7 +101,7 @@ def test_third_party_backend_plugs_in(plugin_root: Path) -> None:
                                                    "echo": "ts_plugin_echo:create_scheduler"}, "ts_plugin_echo")
     factories = get_scheduler_factories()
     names = list(factories)
-    builtin = [n for n in names if factories[n].entry_point.dist.metadata["Name"] == "torchspec"]  # type: ignore[attr-defined]
+    builtin = [n for n in names if factories[n].entry_point.dist == "torchspec"]  # type: ignore[attr-defined]
     assert builtin[0] == "local" and {"docker", "kubernetes"} <= set(builtin)  # local, the default, leads
     assert names[len(builtin):][:2] == ["echo", "zecho"]  # built-ins first, then plug-ins by name
     assert get_default_scheduler_name() == "local"

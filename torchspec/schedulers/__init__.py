@@ -28,7 +28,7 @@ from torchspec.errors import UsageError
 from torchspec.specs import UnknownSchedulerException
 
 if TYPE_CHECKING:
-    from importlib import metadata
+    from torchspec.entry_points import EntryPoint
 
 #: The entry-point group schedulers register in.
 GROUP = "torchspec.schedulers"
@@ -74,7 +74,7 @@ def lookup(name: str, factories: Mapping[str, F]) -> F:
 class _EntryPointFactory:
     """A :class:`SchedulerFactory` that imports its entry point on first call."""
 
-    def __init__(self, entry_point: metadata.EntryPoint) -> None:
+    def __init__(self, entry_point: EntryPoint) -> None:
         self.entry_point = entry_point
 
     def __call__(self, session_name: str, **kwargs: object) -> Scheduler:
@@ -85,30 +85,28 @@ class _EntryPointFactory:
         return f"SchedulerFactory({self.entry_point.name}={self.entry_point.value})"
 
 
-def _provider(entry_point: metadata.EntryPoint) -> str:
-    dist = entry_point.dist
-    name = dist.metadata["Name"] if dist is not None else None
-    return f"{name or '<unknown package>'} ({entry_point.value})"
+def _provider(entry_point: EntryPoint) -> str:
+    return f"{entry_point.dist or '<unknown package>'} ({entry_point.value})"
 
 
-def _is_builtin(entry_point: metadata.EntryPoint) -> bool:
-    dist = entry_point.dist
-    return dist is not None and (dist.metadata["Name"] or "").lower() == _BUILTIN_DIST
+def _is_builtin(entry_point: EntryPoint) -> bool:
+    return entry_point.dist.lower() == _BUILTIN_DIST
 
 
 def get_scheduler_factories() -> Dict[str, SchedulerFactory]:
-    """Every registered scheduler by name, read fresh from the installed entry points.
+    """Every registered scheduler by name, from the installed entry points (as they are now: the cache
+    in :mod:`torchspec.entry_points` is invalidated by any change to them).
 
     Built-in schedulers come first, ``local`` (the default) leading, then
     plug-ins sorted by name.  Raises :class:`DuplicateSchedulerError` naming
     both providers when two packages register the same name.
     """
-    from importlib import metadata  # ~20 ms: only where the registry is read, not in every backend module
+    from torchspec.entry_points import entry_points  # cached on disk: see torchspec.entry_points
 
-    builtin: List[metadata.EntryPoint] = []
-    plugins: List[metadata.EntryPoint] = []
-    seen: Dict[str, metadata.EntryPoint] = {}
-    for ep in metadata.entry_points(group=GROUP):
+    builtin: List[EntryPoint] = []
+    plugins: List[EntryPoint] = []
+    seen: Dict[str, EntryPoint] = {}
+    for ep in entry_points(GROUP):
         first = seen.get(ep.name)
         if first is not None:
             if first.value == ep.value:

@@ -45,7 +45,7 @@ from torchspec.errors import did_you_mean
 from torchspec.specs.api import NULL_RESOURCE, Resource
 
 if TYPE_CHECKING:
-    from importlib import metadata
+    from torchspec.entry_points import EntryPoint
 
 #: The entry-point group providers register in.
 ENTRY_POINT_GROUP = "torchspec.named_resources"
@@ -92,29 +92,28 @@ def _register(table: Dict[str, ResourceFactory], source: str, name: str, provide
         table[name] = factory
 
 
-def _is_builtin(entry_point: metadata.EntryPoint) -> bool:
+def _is_builtin(entry_point: EntryPoint) -> bool:
     return entry_point.module in _BUILTIN_PROVIDERS
 
 
-def _provider_order(entry_point: metadata.EntryPoint) -> tuple[str, str, str]:
-    dist = entry_point.dist.name if entry_point.dist is not None else ""
-    return dist.lower(), entry_point.name, entry_point.value
+def _provider_order(entry_point: EntryPoint) -> tuple[str, str, str]:
+    return entry_point.dist.lower(), entry_point.name, entry_point.value
 
 
 def load_named_resources() -> Dict[str, ResourceFactory]:
     """Every registered name and its factory, read fresh from the installed entry points.
 
-    The result is in precedence order (see the module docs); nothing is cached.
-    ``importlib.metadata`` is imported here because it costs more than the
-    rest of ``torchspec.specs`` and only lookups need it.
+    The result is in precedence order (see the module docs).  The entry
+    points come from :func:`torchspec.entry_points.entry_points` (cached on
+    disk, invalidated when any installed package changes).
     """
-    from importlib import metadata
+    from torchspec.entry_points import entry_points
 
     table: Dict[str, ResourceFactory] = {}
     for module in _BUILTIN_PROVIDERS:
         _register(table, module, module, importlib.import_module(module).NAMED_RESOURCES)
 
-    plugins = [ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if not _is_builtin(ep)]
+    plugins = [ep for ep in entry_points(ENTRY_POINT_GROUP) if not _is_builtin(ep)]
     for entry_point in sorted(plugins, key=_provider_order):
         source = f"named resource entry point {entry_point.name} = {entry_point.value}"
         try:
