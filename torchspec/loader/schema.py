@@ -12,7 +12,7 @@ Validation here is compiled from the schema into closures rather than done by
 budget of ``torchspec lint``, and our own validator can phrase errors for
 people (did-you-mean, YAML quoting hints).  It implements exactly the keywords
 the schema uses and refuses any other, so the schema can never silently stop
-being checked; ``tests/test_schema.py`` compares its verdicts with jsonschema's
+being checked; ``tests/test_properties.py`` compares its verdicts with jsonschema's
 on generated documents.
 """
 
