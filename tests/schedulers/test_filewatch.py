@@ -44,3 +44,17 @@ def test_a_folder_that_cannot_be_watched_only_sleeps(tmp_path) -> None:
     watch = FolderWatch(str(tmp_path / "missing"))
     assert not watch.active and watch.wait(0.01) is False
     watch.close()
+
+
+def test_a_file_watch_wakes_on_an_append(tmp_path) -> None:
+    from torchspec.schedulers.filewatch import FileWatch
+
+    log = tmp_path / "output.log"
+    log.write_bytes(b"")
+    with FileWatch(str(log)) as watch:
+        assert watch.wait(0.01) is False
+        with open(log, "ab") as out:
+            timer = threading.Timer(0.05, lambda: (out.write(b"ohello\n"), out.flush()))
+            timer.start()
+            assert watch.wait(30) is True
+            timer.join()

@@ -20,6 +20,7 @@ import time
 from typing import Optional
 
 # from <sys/inotify.h>
+_IN_MODIFY = 0x00000002
 _IN_MOVED_TO = 0x00000080
 _IN_DELETE = 0x00000200
 _IN_DELETE_SELF = 0x00000400
@@ -28,7 +29,10 @@ _IN_CLOEXEC = 0o2000000
 # Only what a writer does on purpose: a file renamed into place (how state files are replaced atomically),
 # a file removed, the folder removed.  Not writes or closes: readers that open a lock file to test it
 # would wake themselves.
-_MASK = _IN_MOVED_TO | _IN_DELETE | _IN_DELETE_SELF
+_FOLDER_MASK = _IN_MOVED_TO | _IN_DELETE | _IN_DELETE_SELF
+# A file being appended to (a log), or removed.
+_IN_MOVE_SELF = 0x00000800
+_FILE_MASK = _IN_MODIFY | _IN_DELETE_SELF | _IN_MOVE_SELF
 
 _libc: Optional[ctypes.CDLL] = None
 
@@ -53,8 +57,10 @@ class FolderWatch:
     Close it (or use it as a context manager) to free the kernel watch.
     """
 
-    def __init__(self, folder: str) -> None:
-        self.folder = folder
+    _mask = _FOLDER_MASK
+
+    def __init__(self, path: str) -> None:
+        self.path = path
         self._fd: Optional[int] = None
         libc = _inotify()
         if libc is None:
@@ -62,7 +68,7 @@ class FolderWatch:
         fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
         if fd < 0:
             return
-        if libc.inotify_add_watch(fd, os.fsencode(folder), _MASK) < 0:
+        if libc.inotify_add_watch(fd, os.fsencode(path), self._mask) < 0:
             os.close(fd)
             return
         self._fd = fd
@@ -100,3 +106,9 @@ class FolderWatch:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class FileWatch(FolderWatch):
+    """Tells when one file is written to (appended: a log being followed), moved or removed."""
+
+    _mask = _FILE_MASK

@@ -28,12 +28,15 @@ def follow_lines(
     should_tail: bool,
     done: Callable[[], bool],
     poll_s: float = 0.1,
+    wait: Optional[Callable[[float], object]] = None,
 ) -> Iterator[str]:
     """The lines of ``log`` within [``since``, ``until``) that ``pattern`` matches, without their stamps.
 
     With ``should_tail`` the file is followed until ``done()`` (asked at most
     every ``poll_s`` seconds) says the writer has stopped, or ``until`` has
-    passed; a last line without a newline is returned at the end.
+    passed; a last line without a newline is returned at the end.  At the end
+    of the file it pauses with ``wait(seconds)``: ``time.sleep`` unless the
+    caller can be woken by the write itself (a :class:`~.filewatch.FileWatch`).
     """
     select = _Selection(parse, pattern, since, until)
     if not should_tail:  # the whole file as it is: the file's own line iterator is the fastest reader
@@ -67,7 +70,7 @@ def follow_lines(
         if until is not None and datetime.now(timezone.utc) >= until:
             finished = True
             continue
-        time.sleep(min(0.1, poll_s))
+        (wait or time.sleep)(min(0.1, poll_s))
         if time.monotonic() - last_poll >= poll_s:
             last_poll = time.monotonic()
             finished = done()  # one more pass then reads what came meanwhile

@@ -60,7 +60,7 @@ from torchspec.schedulers.local.states import (
 )
 from torchspec.schedulers.local.translate import LocalRequest, app_to_request
 from torchspec.schedulers.detached import start_detached
-from torchspec.schedulers.filewatch import FolderWatch
+from torchspec.schedulers.filewatch import FileWatch, FolderWatch
 from torchspec.schedulers.logfile import LineParser, follow_lines
 from torchspec.schedulers.replicas import make_app_id
 from torchspec.schedulers.state_dir import default_state_dir
@@ -348,9 +348,16 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         until: Optional[datetime],
         should_tail: bool,
     ) -> Iterator[str]:
-        with open(path, "rb") as log:
-            yield from follow_lines(log, parse, pattern, since, until, should_tail,
-                                    done=lambda: self._replica_done(app_dir, request, role_name, k))
+        # following: woken by each write to the log, so `logs -f` shows a line as soon as it is stored
+        watch = FileWatch(path) if should_tail else None
+        try:
+            with open(path, "rb") as log:
+                yield from follow_lines(log, parse, pattern, since, until, should_tail,
+                                        done=lambda: self._replica_done(app_dir, request, role_name, k),
+                                        wait=watch.wait if watch else None)
+        finally:
+            if watch is not None:
+                watch.close()
 
     def _replica_done(self, app_dir: str, request: LocalRequest, role_name: str, k: int) -> bool:
         """True once replica ``k`` can write no more: the app ended, or nothing can restart the replica."""
