@@ -211,3 +211,38 @@ def test_readme_and_help_show_the_exit_codes_of_the_one_table() -> None:
     r = subprocess.run([sys.executable, "-m", "torchspec", "--help"], capture_output=True, text=True, check=True)
     assert all(line.strip() in r.stdout for line in help_text().splitlines())
     assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 5, 6, 124, 130]  # stable: never renumbered
+
+
+def test_app_picks_one_app_of_a_multi_document_file(tmp_path: pathlib.Path) -> None:
+    """--app NAME on render, dryrun and submit; without it the error lists the names; a typo gets a guess."""
+    spec = ROOT / "examples" / "multi.yaml"
+
+    def run(*args: str) -> "subprocess.CompletedProcess[str]":
+        return subprocess.run([sys.executable, "-m", "torchspec", *args], capture_output=True, text=True,
+                              cwd=tmp_path, env={**os.environ, "TORCHSPEC_HOME": str(tmp_path / "home")})
+
+    missing = run("dryrun", "-s", "kubernetes", str(spec))
+    assert missing.returncode == 1 and "preprocess-imagenet, train-imagenet" in missing.stderr
+    assert "--app NAME" in missing.stderr
+    picked = run("dryrun", "-s", "kubernetes", str(spec), "--app", "train-imagenet")
+    assert picked.returncode == 0 and "app train-imagenet-" in picked.stdout and "preprocess" not in picked.stdout
+    typo = run("dryrun", "-s", "kubernetes", str(spec), "--app", "train-imagent")
+    assert typo.returncode == 2 and "did you mean 'train-imagenet'?" in typo.stderr
+    rendered = run("render", str(spec), "--app", "preprocess-imagenet")
+    assert rendered.returncode == 0 and rendered.stdout.startswith("name: preprocess-imagenet")
+    assert "train-imagenet" not in rendered.stdout
+
+
+def test_app_loads_only_the_named_document(tmp_path: pathlib.Path) -> None:
+    """A broken neighbour in the same file does not stop the app asked for; asking for it shows its errors."""
+    from torchspec.errors import SpecError
+    from torchspec.loader import load_app
+
+    spec = tmp_path / "two.yaml"
+    spec.write_text("name: good\nroles: [{name: r, image: i, entrypoint: e}]\n---\n"
+                    "name: bad\nroles: [{name: r, image: i, entrypoint: e, num_replicas: zero}]\n")
+    assert load_app(str(spec), app="good").name == "good"
+    with pytest.raises(SpecError):
+        load_app(str(spec), app="bad")
+    with pytest.raises(SpecError, match="TS2"):  # no --app: the broken document is reported
+        load_app(str(spec))

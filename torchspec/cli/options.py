@@ -28,5 +28,12 @@ def param_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def app_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--app NAME``: one app of a spec file that holds several (``---`` separated)."""
+    return click.option("--app", "app_name", metavar="NAME",
+                        help="The app to use from a file holding several (by its name); "
+                             "without it such a file is an error listing the names.")(f)
+
+
 def split_commas(values: tuple[str, ...]) -> list[str]:
     return [v.strip() for item in values for v in item.split(",") if v.strip()]

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from torchspec.cli.options import param_options, parse_params
+from torchspec.cli.options import app_option, param_options, parse_params
 
 
 @click.command()
@@ -18,25 +18,27 @@ from torchspec.cli.options import param_options, parse_params
 @click.option("--reveal-env", is_flag=True,
               help="Print the values env() read as they are (they are hidden by default: they may be secrets).")
 @param_options
+@app_option
 def render(file: str, fmt: str, show_env: bool, reveal_env: bool, params: tuple[str, ...], params_file: str | None,
-           template_paths: tuple[str, ...]) -> int:
+           template_paths: tuple[str, ...], app_name: str | None) -> int:
     """Print the materialised AppDef(s) of FILE after params and templates.
 
     Runtime macros such as ${app_id} stay as they are: schedulers fill them in.
     Values read with env() show as <value from env(NAME)> unless --reveal-env.
     """
     from torchspec.cli import console
-    from torchspec.loader import LoadOptions, load_file
+    from torchspec.loader import LoadOptions, load_file, select_documents
     from torchspec.specs.convert import dump_app
 
     loaded = load_file(file, LoadOptions(params=parse_params(params), params_file=params_file,
                                          template_paths=tuple(template_paths)))
-    found = loaded.all_diagnostics()
+    documents = select_documents(loaded, app_name)
+    found = loaded.diagnostics + [d for doc in documents for d in doc.diagnostics]
     if found:
         console.diagnostics(found)
-    if not loaded.ok:
+    if any(d.is_error for d in found):
         return 1
-    apps = [dump_app(d.app) for d in loaded.documents if d.app is not None]
+    apps = [dump_app(d.app) for d in documents if d.app is not None]
     from torchspec.loader.template import redact_env
 
     if fmt == "json":
@@ -47,6 +49,6 @@ def render(file: str, fmt: str, show_env: bool, reveal_env: bool, params: tuple[
         text = yaml.safe_dump_all(apps, sort_keys=False, default_flow_style=False, width=1000).rstrip()
     click.echo(text if reveal_env else redact_env(text))
     if show_env:
-        names = sorted({n for d in loaded.documents for n in d.env_read})
+        names = sorted({n for d in documents for n in d.env_read})
         print("environment variables read: " + (", ".join(names) if names else "none"), file=sys.stderr)
     return 0

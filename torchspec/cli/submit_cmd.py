@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import click
 
 from torchspec.cli.apps_cmd import open_runner
-from torchspec.cli.options import parse_params
+from torchspec.cli.options import app_option, parse_params
 from torchspec.exit_codes import ExitCode, for_app_state
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ def submission_options(f: Callable[..., Any]) -> Callable[..., Any]:
                           "(see: torchspec runopts SCHEDULER).")(f)
     f = click.option("-s", "--scheduler", metavar="SCHEDULER",
                      help="Where to run (default: the configured default_scheduler, else local).")(f)
+    f = app_option(f)
     f = click.argument("component", metavar="FILE|COMPONENT")(f)
     return f
 
@@ -51,7 +52,7 @@ def _prepare(runner: "Runner", scheduler: str | None, cfg_str: str | None) -> tu
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the app to end; the exit code says how it ended.")
 @click.option("--log", is_flag=True, help="Stream every replica's logs (on stderr) until the app ends; implies --wait.")
 def submit(component: str, scheduler: str | None, cfg: str | None, params: tuple[str, ...], params_file: str | None,
-           workspace: str | None, wait_: bool, log: bool) -> int:
+           workspace: str | None, app_name: str | None, wait_: bool, log: bool) -> int:
     """Submit FILE (a spec) or COMPONENT (a built-in such as utils.echo) and print its app handle.
 
     Only the handle goes to stdout, so `H=$(torchspec submit job.yaml)` works.
@@ -68,7 +69,7 @@ def submit(component: str, scheduler: str | None, cfg: str | None, params: tuple
         name, run_cfg = _prepare(runner, scheduler, cfg)
         with _build_progress(workspace):
             handle = runner.run_component(component, parse_params(params), name, run_cfg, workspace=workspace,
-                                          params_file=params_file)
+                                          params_file=params_file, app_name=app_name)
         click.echo(handle)
         sys.stdout.flush()
         if not (wait_ or log):
@@ -95,7 +96,7 @@ def submit(component: str, scheduler: str | None, cfg: str | None, params: tuple
 @click.option("--reveal-env", is_flag=True,
               help="Print the values env() read as they are (they are hidden by default: they may be secrets).")
 def dryrun(component: str, scheduler: str | None, cfg: str | None, params: tuple[str, ...],
-           params_file: str | None, workspace: str | None, reveal_env: bool) -> int:
+           params_file: str | None, workspace: str | None, app_name: str | None, reveal_env: bool) -> int:
     """Print exactly what `torchspec submit` would send to the scheduler, without sending it.
 
     The output is the scheduler's request (the AppDryRunInfo), highlighted
@@ -113,7 +114,7 @@ def dryrun(component: str, scheduler: str | None, cfg: str | None, params: tuple
         name, run_cfg = _prepare(runner, scheduler, cfg)
         with _build_progress(workspace):
             info = runner.dryrun_component(component, parse_params(params), name, run_cfg, workspace=workspace,
-                                           params_file=params_file)
+                                           params_file=params_file, app_name=app_name)
     from torchspec.loader.template import redact_env
 
     text = str(info)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from torchspec.specs import AppDef
 
 __all__ = ["LoadOptions", "LoadedDocument", "LoadedFile", "ValuesFile", "load_file", "load_text", "load_app",
-           "load_apps", "declared_params", "read_params_file", "redact", "Document"]
+           "load_apps", "declared_params", "read_params_file", "redact", "select_documents", "Document"]
 
 _UNTEMPLATED = ("params", "imports", "$schema")
 
@@ -121,13 +121,45 @@ def load_apps(path: str, params: Mapping[str, str] | None = None, params_file: s
 
 
 def load_app(path: str, params: Mapping[str, str] | None = None, params_file: str | None = None,
-             template_paths: tuple[str, ...] = ()) -> "AppDef":
-    """The one AppDef in a file; several documents is an error (name the one you want with load_apps)."""
-    apps = load_apps(path, params, params_file, template_paths)
+             template_paths: tuple[str, ...] = (), app: str | None = None) -> "AppDef":
+    """The one AppDef in a file, or the one named ``app`` in a file of several (``--app NAME``).
+
+    With ``app``, only that document has to load: a broken neighbour in the
+    same file does not stop it.  Several documents and no ``app`` is a TS003
+    error that lists the names to choose from.
+    """
+    loaded = load_file(path, LoadOptions(params=params or {}, params_file=params_file,
+                                         template_paths=template_paths))
+    docs = select_documents(loaded, app)
+    errors = [d for d in loaded.diagnostics if d.is_error] + [d for doc in docs for d in doc.diagnostics if d.is_error]
+    if errors:
+        raise SpecError.from_diagnostics(errors)
+    apps = [doc.app for doc in docs if doc.app is not None]
     if len(apps) != 1:
-        raise SpecError([Diagnostic("TS003", f"the file holds {len(apps)} specs, expected one", file=path,
-                                    hint="split the documents into files, or use load_apps()")])
+        names = ", ".join(a.name for a in apps)
+        raise SpecError([Diagnostic("TS003", f"the file holds {len(apps)} specs ({names}); which one?", file=path,
+                                    hint="name one with --app NAME (load_app(..., app=NAME)), or split the file")])
     return apps[0]
+
+
+def select_documents(loaded: LoadedFile, app: str | None) -> list[LoadedDocument]:
+    """The documents of ``loaded`` whose app is named ``app`` (all of them when ``app`` is None).
+
+    A name no document has is a :class:`UsageError` with a did-you-mean; when
+    documents failed to load (and so have no name), they are all returned,
+    so that their errors are reported rather than a misleading "no such app".
+    """
+    if app is None:
+        return list(loaded.documents)
+    chosen = [doc for doc in loaded.documents if doc.app is not None and doc.app.name == app]
+    if chosen:
+        return chosen
+    if not loaded.ok:
+        return list(loaded.documents)
+    from torchspec.errors import UsageError, did_you_mean_hint
+
+    names = [doc.app.name for doc in loaded.documents if doc.app is not None]
+    raise UsageError(f"{loaded.path} has no app named {app!r}", did_you_mean_hint(app, names, "its apps"))
 
 
 # ---------------------------------------------------------------- one document

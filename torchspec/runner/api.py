@@ -180,6 +180,7 @@ class Runner:
         parent_run_id: Optional[str] = None,
         *,
         params_file: Optional[str] = None,
+        app_name: Optional[str] = None,
     ) -> AppHandle:
         """Load a component (a spec file, or a built-in such as ``dist.ddp``), then run it.
 
@@ -187,13 +188,15 @@ class Runner:
         value, or a list of ``name=value`` strings (TorchX's ``--name value``
         and ``-- trailing args`` forms work too; trailing args become the
         ``args`` param).  ``scheduler`` None means :meth:`default_scheduler`.
+        ``app_name`` picks one app of a spec file that holds several.
 
         Raises:
             ComponentNotFoundError: ``component`` is neither a file nor a built-in.
             SpecError: the spec or its params are invalid (every problem at once).
         """
         dryrun_info = self.dryrun_component(component, component_args, scheduler, cfg=cfg, workspace=workspace,
-                                            parent_run_id=parent_run_id, params_file=params_file)
+                                            parent_run_id=parent_run_id, params_file=params_file,
+                                            app_name=app_name)
         return self.schedule(dryrun_info)
 
     def dryrun_component(
@@ -206,6 +209,7 @@ class Runner:
         parent_run_id: Optional[str] = None,
         *,
         params_file: Optional[str] = None,
+        app_name: Optional[str] = None,
     ) -> AppDryRunInfo[Any]:
         """What :meth:`run_component` would submit, without submitting it.
 
@@ -213,7 +217,7 @@ class Runner:
         component defaults (this runner's, then the config files'), then the
         spec's own defaults.
         """
-        app = self.load_component(component, component_args, params_file=params_file)
+        app = self.load_component(component, component_args, params_file=params_file, app_name=app_name)
         return self.dryrun(app, scheduler, cfg=cfg, workspace=workspace, parent_run_id=parent_run_id)
 
     def load_component(
@@ -222,8 +226,10 @@ class Runner:
         component_args: ComponentArgs = None,
         *,
         params_file: Optional[str] = None,
+        app_name: Optional[str] = None,
     ) -> AppDef:
-        """The AppDef a component renders to with these args and the configured defaults."""
+        """The AppDef a component renders to with these args and the configured defaults
+        (the one named ``app_name`` of a file that holds several)."""
         from torchspec.components import find_component
         from torchspec.loader import load_app
 
@@ -235,7 +241,7 @@ class Runner:
             params = {**{k: v for k, v in defaults.items() if k not in taken}, **given}
         else:
             params = given
-        return load_app(path, params, params_file)
+        return load_app(path, params, params_file, app=app_name)
 
     def run(
         self,
