@@ -13,7 +13,6 @@ changing ``sys.path`` changes the fingerprint, and the next call scans again.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
@@ -70,12 +69,16 @@ def _all() -> List[EntryPoint]:
 
 
 def _fingerprint() -> str:
-    """What a scan would read, by name, modification time and size; any change changes the hash."""
-    digest = hashlib.sha256()
+    """What a scan would read, by name, modification time and size, as one string: any change changes it.
+
+    Kept whole rather than hashed: no collision can return a stale answer, and
+    not importing hashlib saves more than comparing a few kilobytes costs.
+    """
+    parts = []
     for entry in sys.path:
         folder = entry or os.getcwd()
         try:
-            digest.update(f"{folder}\0{os.stat(folder).st_mtime_ns}\0".encode())
+            parts.append(f"{folder}:{os.stat(folder).st_mtime_ns}")
             with os.scandir(folder) as found:
                 names = sorted(e.name for e in found if e.name.endswith(_DIST_SUFFIXES))
         except OSError:  # missing, a zip file, unreadable: its name and time (or absence) are enough
@@ -83,10 +86,10 @@ def _fingerprint() -> str:
         for name in names:
             try:
                 st = os.stat(os.path.join(folder, name, "entry_points.txt"))
-                digest.update(f"{name}\0{st.st_mtime_ns}\0{st.st_size}\0".encode())
+                parts.append(f"{name}:{st.st_mtime_ns}:{st.st_size}")
             except OSError:
-                digest.update(f"{name}\0-\0".encode())
-    return digest.hexdigest()
+                parts.append(f"{name}:-")
+    return "\n".join(parts)
 
 
 def _scan() -> List[EntryPoint]:

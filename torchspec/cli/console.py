@@ -258,8 +258,21 @@ def _live_view(handle: str, stream: TextIO) -> Iterator[Callable[["AppStatus"], 
             tbl.add_row(*(Text(c, style=STATE_STYLES.get(c, "") if i == 2 else "") for i, c in enumerate(cells)))
         return Group(header, tbl)
 
-    with Live(Text(handle), console=Console(file=stream), refresh_per_second=4, transient=False) as display:
-        yield lambda status: display.update(render(status))
+    # started at the first status, so an error before it (an unknown app) is printed on a clean terminal
+    live: list[Live] = []
+
+    def show(status: "AppStatus") -> None:
+        if not live:
+            live.append(Live(render(status), console=Console(file=stream), refresh_per_second=4, transient=False))
+            live[0].start()
+        else:
+            live[0].update(render(status))
+
+    try:
+        yield show
+    finally:
+        if live:
+            live[0].stop()
 
 
 @contextlib.contextmanager

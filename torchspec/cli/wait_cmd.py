@@ -37,7 +37,6 @@ def watch(runner: "Runner", handle: str, timeout: float | None = None, out: Text
 
     out = out or sys.stderr
     live = not quiet and (console.use_color(out) if live is None else live)
-    runner.require_status(handle)  # a bad or unknown handle is an error before anything is drawn
     with console.status_view(handle, out, live=live, quiet=quiet) as show:
         status = runner.wait(handle, wait_interval=MAX_POLL_S, timeout=timeout, on_change=show)
     if status is None:

@@ -11,13 +11,14 @@ on their own schedule.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import select
 import sys
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    import ctypes
 
 # from <sys/inotify.h>
 _IN_MODIFY = 0x00000002
@@ -34,13 +35,17 @@ _FOLDER_MASK = _IN_MOVED_TO | _IN_DELETE | _IN_DELETE_SELF
 _IN_MOVE_SELF = 0x00000800
 _FILE_MASK = _IN_MODIFY | _IN_DELETE_SELF | _IN_MOVE_SELF
 
-_libc: Optional[ctypes.CDLL] = None
+_libc: Optional["ctypes.CDLL"] = None
 
 
-def _inotify() -> Optional[ctypes.CDLL]:
-    """libc, when it has inotify (Linux); None elsewhere."""
+def _inotify() -> Optional["ctypes.CDLL"]:
+    """libc, when it has inotify (Linux); None elsewhere.  ctypes is imported only here, when a wait needs it
+    (it costs `status` ~6 ms)."""
     global _libc
     if _libc is None and sys.platform.startswith("linux"):
+        import ctypes
+        import ctypes.util
+
         try:
             libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
             libc.inotify_init1, libc.inotify_add_watch  # noqa: B018 - present, or AttributeError

@@ -7,7 +7,6 @@ scheduler started it, and so that a new backend does not invent its own.
 from __future__ import annotations
 
 import re
-import secrets
 import string
 from typing import Dict
 
@@ -28,6 +27,8 @@ def make_app_id(app_name: str, suffix: str | None = None) -> str:
     """``{name}-{6 random chars}``, e.g. ``hello-k3x9q2``: unique, readable, and safe as a folder name."""
     base = _UNSAFE_NAME_CHARS.sub("-", app_name).strip("-.")[:48] or "app"
     if suffix is None:
+        import secrets  # imports hashlib (~3 ms): only submit makes app ids
+
         suffix = "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(6))
     return f"{base}-{suffix}"
 
