@@ -51,15 +51,19 @@ class LogWriter:
 
     def write(self, stream: str, data: bytes) -> None:
         """One line the replica printed on ``stream`` (``stdout`` or ``stderr``)."""
-        self._append(_TAGS[stream], data)
+        self._append(_TAGS[stream], data if data.endswith(b"\n") else data + b"\n")
+
+    def write_lines(self, stream: str, lines: bytes) -> None:
+        """Whole lines the replica printed on ``stream``, each ending with a newline: one write for all."""
+        tag = _TAGS[stream]
+        self._append(tag, lines[:-1].replace(b"\n", b"\n" + tag) + b"\n")
 
     def marker(self, text: str) -> None:
         """A line of torchspec's own, shown in every view of the log."""
-        self._append(_MARKER, text.encode("utf-8"))
+        self._append(_MARKER, text.encode("utf-8") + b"\n")
 
     def _append(self, tag: bytes, data: bytes) -> None:
-        if not data.endswith(b"\n"):
-            data += b"\n"
+        """``data``: lines ending with newlines, every one but the first already tagged."""
         with self._lock:
             if self._closed:
                 return

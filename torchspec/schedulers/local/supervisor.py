@@ -7,7 +7,9 @@ the command that submitted the app and ignores that terminal's Ctrl-C.  It:
   session), so a replica and everything it spawned stop together;
 - reads each replica's stdout and stderr and appends every line, once, to
   the replica's ``output.log`` (:class:`~torchspec.schedulers.local.logs.LogWriter`:
-  tagged with its stream, with coarse time marks for since/until);
+  tagged with its stream, with coarse time marks for since/until), all
+  replicas in one thread (:class:`~torchspec.schedulers.local.pump.Pump`),
+  which also learns of each replica's exit as it happens (pidfds);
 - when a replica's main process exits, SIGKILLs what is left of its process
   group (as a container's processes end with it) and applies the role's
   retry policy: APPLICATION restarts every replica, ROLE the role's
@@ -20,8 +22,10 @@ the command that submitted the app and ignores that terminal's Ctrl-C.  It:
   ``kill_grace_s`` seconds, then SIGKILL; the app ends CANCELLED;
 - holds ``supervisor.lock`` from before it reports ready until it exits,
   so others know it is alive (the kernel drops the lock when it dies);
-- writes ``state.json`` (under its lock) whenever something changes and at
-  least every second as a heartbeat.
+- writes ``state.json`` (under its lock) when something changes, at most
+  every 50 ms while replicas start or end (every save rewrites the state of
+  every replica), at once when the app ends, and at least every second as a
+  heartbeat.
 
 It gives up on an app somebody else already marked finished (e.g. declared
 its supervisor dead after a long stall): it stops the replicas and exits.
@@ -38,10 +42,11 @@ import threading
 import time
 import traceback
 from types import FrameType
-from typing import IO, Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from torchspec.schedulers.local.logs import LogWriter
 from torchspec.schedulers.local.processes import signal_group
+from torchspec.schedulers.local.pump import Drain, Pump
 from torchspec.schedulers.local.state import (
     finish_app,
     hold_supervisor_lock,
@@ -60,15 +65,11 @@ from torchspec.schedulers.local.states import (
 from torchspec.schedulers.local.translate import LocalRequest, ReplicaRequest, RoleRequest
 from torchspec.specs import RetryPolicy
 
-# Longer lines are split (each piece stamped and ended with a newline) so a
-# program printing without newlines cannot grow the supervisor's memory.
-_MAX_LINE = 1 << 16
-
 # How often the main loop looks at its replicas when nothing wakes it earlier.
 _POLL_S = 0.1
 
-# While launching, the state (with the pids started so far) is saved at most this often, and once at the end.
-_LAUNCH_SAVE_S = 0.05
+# While replicas start or end, the state is saved at most this often (each save rewrites every replica's record).
+_SAVE_EVERY_S = 0.05
 
 # How long to wait for a replica's output to drain after its process group is gone.
 _DRAIN_S = 2.0
@@ -97,27 +98,24 @@ def _join_path(*parts: Optional[str]) -> str:
     return os.pathsep.join(part.strip(os.pathsep) for part in parts if part)
 
 
-def _pump(pipe: IO[bytes], logs: LogWriter, stream: str) -> None:
-    """Copy one pipe into the logs until every process holding its write end is gone."""
-    with pipe:
-        while True:
-            chunk = pipe.readline(_MAX_LINE)
-            if not chunk:
-                return
-            logs.write(stream, chunk)
-
-
 class _Replica:
     """One replica: its request, its record in the state (edited in place) and its current process."""
 
-    def __init__(self, role: RoleRequest, request: ReplicaRequest, record: Dict[str, Any]) -> None:
+    def __init__(self, index: int, role: RoleRequest, request: ReplicaRequest, record: Dict[str, Any],
+                 pump: Pump, on_exit: "Callable[[_Replica, subprocess.Popen[bytes]], None]") -> None:
+        self.index = index
         self.role = role
         self.request = request
         self.record = record
         self.logs = LogWriter(request.output)
         self.proc: Optional["subprocess.Popen[bytes]"] = None
-        self.readers: List[threading.Thread] = []
+        self.drain = Drain(0)
         self.launch_failed = False
+        self._pump = pump
+        self._on_exit = on_exit
+        # whether the pump reports the current process's exit, and the last process it saw exit
+        self.watched = False
+        self.exited_proc: Optional["subprocess.Popen[bytes]"] = None
 
     @property
     def name(self) -> str:
@@ -150,6 +148,7 @@ class _Replica:
         except OSError as e:
             self.logs.write("stderr", f"torchspec: cannot start {shlex.join(self.request.args)}: {e}".encode())
             self.proc = None
+            self.watched = False
             self.launch_failed = True
             self.record.update(state="FAILED", pid=None, pgid=None, exit_code=_CANNOT_START, ended_at=now_iso())
             _say(f"{self.name}: cannot start: {e}")
@@ -158,12 +157,8 @@ class _Replica:
         # start_new_session makes the replica the leader of a new session and process group
         self.record.update(state="RUNNING", pid=proc.pid, pgid=proc.pid)
         assert proc.stdout is not None and proc.stderr is not None
-        self.readers = [
-            threading.Thread(target=_pump, args=(proc.stdout, self.logs, "stdout"), daemon=True),
-            threading.Thread(target=_pump, args=(proc.stderr, self.logs, "stderr"), daemon=True),
-        ]
-        for reader in self.readers:
-            reader.start()
+        self.drain = self._pump.follow([(proc.stdout, "stdout"), (proc.stderr, "stderr")], self.logs)
+        self.watched = self._pump.watch_exit(proc.pid, lambda: self._on_exit(self, proc))
         _say(f"{self.name}: started pid {proc.pid} (restart {self.record['restarts']})")
 
     def exited(self) -> bool:
@@ -176,6 +171,8 @@ class _Replica:
             return True
         if not self.running or self.proc is None:
             return False
+        if self.watched:
+            return self.exited_proc is self.proc
         if not hasattr(os, "waitid"):
             return self.proc.poll() is not None
         try:
@@ -183,8 +180,11 @@ class _Replica:
         except ChildProcessError:
             return True
 
-    def collect(self, final_state: Optional[str] = None) -> None:
-        """After the main process exited: kill the rest of its group, reap it, drain its output, record it."""
+    def collect(self, final_state: Optional[str] = None, deadline: Optional[float] = None) -> None:
+        """After the main process exited: kill the rest of its group, reap it, drain its output, record it.
+
+        ``deadline`` (monotonic) bounds the wait for the output to end; by default :data:`_DRAIN_S` from now.
+        """
         if self.launch_failed:
             self.launch_failed = False
             return
@@ -193,9 +193,8 @@ class _Replica:
             return
         signal_group(self.record.get("pgid"), signal.SIGKILL)
         code = proc.wait()
-        deadline = time.monotonic() + _DRAIN_S
-        for reader in self.readers:
-            reader.join(max(0.0, deadline - time.monotonic()))
+        deadline = time.monotonic() + _DRAIN_S if deadline is None else deadline
+        self.drain.done.wait(max(0.0, deadline - time.monotonic()))
         state = final_state or ("SUCCEEDED" if code == 0 else "FAILED")
         self.record.update(state=state, exit_code=code, ended_at=now_iso())
         _say(f"{self.name}: {_describe_exit(code)} -> {state}")
@@ -216,7 +215,12 @@ class Supervisor:
         self.wake = threading.Event()
         self.disowned = False
         self._last_save = 0.0
+        self._dirty = False
         self._lock_fd: Optional[int] = None
+        self.pump = Pump()
+        # replicas whose process the pump saw exit, in the order it did; taken by the main loop
+        self._exits: List[_Replica] = []
+        self._exits_lock = threading.Lock()
 
     # -- state --------------------------------------------------------------
 
@@ -240,8 +244,34 @@ class Supervisor:
             self.disowned = True
 
     def heartbeat(self) -> None:
-        if time.monotonic() - self._last_save >= HEARTBEAT_INTERVAL_S:
+        """Save when a change waits (at most every :data:`_SAVE_EVERY_S`) or the heartbeat is due."""
+        since = time.monotonic() - self._last_save
+        if since >= HEARTBEAT_INTERVAL_S or (self._dirty and since >= _SAVE_EVERY_S):
+            self._dirty = False
             self.save()
+
+    def _pause(self) -> float:
+        """How long the main loop may sleep before :meth:`heartbeat` has something to do."""
+        due = _SAVE_EVERY_S if self._dirty else HEARTBEAT_INTERVAL_S
+        return max(0.0, min(_POLL_S, self._last_save + due - time.monotonic()))
+
+    # -- exits --------------------------------------------------------------
+
+    def _on_exit(self, replica: _Replica, proc: "subprocess.Popen[bytes]") -> None:
+        """In the pump's thread: ``proc`` exited.  Stale news (the replica restarted since) is harmless:
+        :meth:`_Replica.exited` compares the process."""
+        replica.exited_proc = proc
+        with self._exits_lock:
+            self._exits.append(replica)
+        self.wake.set()
+
+    def take_exits(self) -> List[_Replica]:
+        """The replicas that exited since the last call, in the order of :attr:`replicas`."""
+        with self._exits_lock:
+            seen, self._exits = self._exits, []
+        unwatched = [r for r in self.replicas if not r.watched]
+        found = {id(r): r for r in seen + unwatched if r.exited()}
+        return sorted(found.values(), key=lambda r: r.index)
 
     # -- stopping -----------------------------------------------------------
 
@@ -253,11 +283,20 @@ class Supervisor:
         for replica in running:
             signal_group(replica.record.get("pgid"), signal.SIGTERM)
         deadline = time.monotonic() + self.request.kill_grace_s
-        while time.monotonic() < deadline and not all(replica.exited() for replica in running):
-            time.sleep(0.05)
+        left = running
+        while True:
+            self.wake.clear()  # before looking: an exit after the look wakes the wait below
+            left = [replica for replica in left if not replica.exited()]
+            remaining = deadline - time.monotonic()
+            if not left or remaining <= 0:
+                break
+            watched = all(replica.watched for replica in left)
+            self.wake.wait(min(remaining, self._pause() if watched else 0.05))
             self.heartbeat()
+        drained_by = time.monotonic() + _DRAIN_S
         for replica in running:
-            replica.collect(final_state)
+            replica.collect(final_state, drained_by)
+        self._dirty = True
 
     def finish(self, final: str, msg: str) -> int:
         finish_app(self.state, final, msg)
@@ -379,7 +418,8 @@ class Supervisor:
         for role in self.request.roles:
             records = self._role_state(role)["replicas"]
             for replica in role.replicas:
-                self.replicas.append(_Replica(role, replica, records[replica.replica_id]))
+                self.replicas.append(_Replica(len(self.replicas), role, replica, records[replica.replica_id],
+                                              self.pump, self._on_exit))
         if self.state.get("cancel_requested"):
             return self.finish("CANCELLED", "cancelled before it started")
 
@@ -389,11 +429,15 @@ class Supervisor:
             replica.launch()
             # record the pids often enough that, were we to die now, others could still stop what we
             # started, but not after every launch: each save rewrites the whole state (replicas squared)
-            if time.monotonic() - self._last_save >= _LAUNCH_SAVE_S:
+            if time.monotonic() - self._last_save >= _SAVE_EVERY_S:
                 self.save()
         self.save()
+        return self.loop()
 
+    def loop(self) -> int:
+        """Until the app ends: collect the replicas that exit, apply the retry policies, save, heartbeat."""
         while True:
+            self.wake.clear()  # before looking: whatever happens after the look wakes the wait below
             if self.disowned:
                 return self.abandon()
             if self.cancel.is_set():
@@ -403,7 +447,7 @@ class Supervisor:
                     if replica.record["state"] not in TERMINAL:
                         replica.record["state"] = "CANCELLED"
                 return self.finish("CANCELLED", "cancelled")
-            exited = [replica for replica in self.replicas if replica.exited()]
+            exited = self.take_exits()
             for replica in exited:
                 replica.collect()
             if exited:
@@ -412,10 +456,9 @@ class Supervisor:
                     return outcome
                 if all(replica.record["state"] == "SUCCEEDED" for replica in self.replicas):
                     return self.finish("SUCCEEDED", "")
-                self.save()
+                self._dirty = True
             self.heartbeat()
-            self.wake.wait(_POLL_S)
-            self.wake.clear()
+            self.wake.wait(self._pause())
 
 
 def main(argv: Optional[List[str]] = None) -> int:
