@@ -44,6 +44,17 @@ def test_a_hit_reads_the_cache_without_scanning(site: Path, monkeypatch: pytest.
     assert names() == first
 
 
+def test_other_files_in_a_path_folder_do_not_scan_again(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = names()
+    (site / "job.yaml").write_text("name: x\n")  # python -m torchspec puts the current folder on sys.path
+
+    def no_scan() -> None:
+        raise AssertionError("scanned although no distribution changed")
+
+    monkeypatch.setattr(eps, "_scan", no_scan)
+    assert names() == first
+
+
 def test_a_new_distribution_is_seen(site: Path) -> None:
     assert "mine" not in names()
     install(site, "ts-mine", "mine = ts_mine:create_scheduler\n")

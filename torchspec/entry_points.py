@@ -73,12 +73,15 @@ def _fingerprint() -> str:
 
     Kept whole rather than hashed: no collision can return a stale answer, and
     not importing hashlib saves more than comparing a few kilobytes costs.
+    A folder counts by the distributions it lists, not its own time: other
+    files coming and going (``python -m`` puts the current folder on
+    ``sys.path``) change nothing a scan would read.
     """
     parts = []
     for entry in sys.path:
         folder = entry or os.getcwd()
         try:
-            parts.append(f"{folder}:{os.stat(folder).st_mtime_ns}")
+            parts.append(folder)
             with os.scandir(folder) as found:
                 names = sorted(e.name for e in found if e.name.endswith(_DIST_SUFFIXES))
         except OSError:  # missing, a zip file, unreadable: its name and time (or absence) are enough
