@@ -6,17 +6,34 @@ so each runs in a session of its own, reads nothing, and writes to a log file.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from typing import List, Optional
 
+#: The folder torchspec is imported from (the one holding the ``torchspec`` package).
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-def start_detached(module: str, args: List[str], log_path: str, cwd: Optional[str] = None,
+
+def _command(module: str, args: List[str], bare: bool) -> List[str]:
+    """``python -m module args``; ``bare``: without ``site`` (no site-packages, no ``.pth`` files: those can
+    cost tens of milliseconds), torchspec's own folder first on ``sys.path`` instead."""
+    if not bare or not os.path.isfile(os.path.join(_ROOT, "torchspec", "__init__.py")):
+        return [sys.executable, "-m", module, *args]
+    code = f"import sys, runpy; sys.path[0] = {_ROOT!r}; runpy.run_module({module!r}, run_name='__main__')"
+    return [sys.executable, "-S", "-c", code, *args]
+
+
+def start_detached(module: str, args: List[str], log_path: str, cwd: Optional[str] = None, bare: bool = False,
                    ) -> "subprocess.Popen[bytes]":
-    """``python -m module args...`` detached, its stdout and stderr appended to ``log_path``."""
+    """``python -m module args...`` detached, its stdout and stderr appended to ``log_path``.
+
+    ``bare`` is for modules that import only the standard library and
+    torchspec: they start without ``site``.
+    """
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", module, *args],
+            _command(module, args, bare),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

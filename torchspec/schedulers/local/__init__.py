@@ -23,11 +23,14 @@ The package, lowest module first (each imports only those above it):
 
 - ``states.py``: state names and their AppState, file names, env names, timings
 - ``options.py``: the run options and how a cfg is read
-- ``translate.py``: the request dataclasses (what a dry run prints) and AppDef -> request
+- ``request.py``: the request classes (what a dry run prints, what the supervisor reads)
+- ``translate.py``: AppDef -> request
 - ``processes.py``: is a pid alive, stopping process groups nobody supervises
 - ``state.py``: the app folder's file format: atomic ``state.json``, its locks, the state edits
 - ``logs.py``: the stored log line format and when a followed log is over
-- ``supervisor.py``: the detached process that runs one app
+- ``pump.py``: the supervisor's one I/O thread (every replica's pipes and exits)
+- ``supervisor.py``: the detached process that runs one app (started without ``site``: it imports only
+  the standard library and the modules above)
 - ``scheduler.py``: the Scheduler class, which does the I/O
 
 Only :func:`create_scheduler` lives here, and it imports the scheduler when
@@ -67,11 +70,11 @@ _EXPORTS = {
     "ENV_RESTART_COUNT": "states",
     "ENV_ROLE_NAME": "torchspec.schedulers.replicas",
     "LocalReplicaStatus": "scheduler",
-    "LocalRequest": "translate",
+    "LocalRequest": "request",
     "LocalScheduler": "scheduler",
     "RANK0_HOST": "states",
-    "ReplicaRequest": "translate",
-    "RoleRequest": "translate",
+    "ReplicaRequest": "request",
+    "RoleRequest": "request",
     "STDERR_LOG": "states",
     "STDOUT_LOG": "states",
     "app_to_request": "translate",

@@ -19,12 +19,13 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime, timezone
-from typing import IO, Any, Mapping, Optional, Tuple
+from typing import IO, TYPE_CHECKING, Any, Mapping, Optional, Tuple
 
-from torchspec.schedulers.api import Stream
 from torchspec.schedulers.local.states import TERMINAL
-from torchspec.schedulers.local.translate import LocalRequest
-from torchspec.specs import RetryPolicy
+
+if TYPE_CHECKING:  # the supervisor imports this module for LogWriter alone, and must start fast
+    from torchspec.schedulers.api import Stream
+    from torchspec.schedulers.local.request import LocalRequest
 
 #: A time line is written before a line when at least this many seconds passed since the last one.
 TIME_MARK_S = 0.01
@@ -33,7 +34,7 @@ _TAGS = {"stdout": b"o", "stderr": b"e"}
 _MARKER = b"m"
 _TIME = b"t"
 #: The tags each view shows.
-_VIEWS = {Stream.STDOUT: (b"o", b"m"), Stream.STDERR: (b"e", b"m"), Stream.COMBINED: (b"o", b"e", b"m")}
+_VIEWS = {"stdout": (b"o", b"m"), "stderr": (b"e", b"m"), "combined": (b"o", b"e", b"m")}
 
 
 class LogWriter:
@@ -88,8 +89,8 @@ class OutputParser:
     ``follow_lines`` skips.
     """
 
-    def __init__(self, stream: Stream) -> None:
-        self.tags = _VIEWS[stream]
+    def __init__(self, stream: "Stream") -> None:
+        self.tags = _VIEWS[getattr(stream, "value", stream)]
         self.now: Optional[datetime] = None
 
     def __call__(self, raw: bytes, with_time: bool = True) -> Tuple[Optional[datetime], Optional[str]]:
@@ -128,12 +129,14 @@ def _looks_like_stamp(stamp: bytes) -> bool:
     return 19 <= len(stamp) <= 40 and stamp[4:5] == b"-" and stamp[10:11] == b"T"
 
 
-def replica_finished(request: LocalRequest, state: Mapping[str, Any], role_name: str, k: int) -> bool:
+def replica_finished(request: "LocalRequest", state: Mapping[str, Any], role_name: str, k: int) -> bool:
     """True once replica ``k`` can write no more: the app ended, or nothing can restart the replica.
 
     ``state`` must already account for a dead supervisor (the scheduler's
     ``_check_supervisor``), or a crashed app would be followed forever.
     """
+    from torchspec.specs import RetryPolicy
+
     if state.get("state") in TERMINAL:
         return True
     role_state = state.get("roles", {}).get(role_name, {})

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import selectors
 import threading
-import traceback
 from typing import Any, Callable, List, Optional, Tuple
 
 from torchspec.schedulers.local.logs import LogWriter
@@ -140,6 +139,8 @@ class Pump:
                 try:
                     self._dispatch(key)
                 except Exception:  # one bad callback must not stop every replica's logs
+                    import traceback
+
                     traceback.print_exc()
 
     def _dispatch(self, key: "selectors.SelectorKey") -> None:

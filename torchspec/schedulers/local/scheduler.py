@@ -463,7 +463,9 @@ def _write_app_folder(request: LocalRequest) -> None:
 def _start_supervisor(app_dir: str) -> "subprocess.Popen[bytes]":
     """The app's supervisor, in a session of its own so it outlives this process and its terminal's Ctrl-C."""
     try:
-        return start_detached(SUPERVISOR_MODULE, [app_dir], os.path.join(app_dir, SUPERVISOR_LOG), cwd=app_dir)
+        # bare: the supervisor imports only the standard library and torchspec's local package
+        return start_detached(SUPERVISOR_MODULE, [app_dir], os.path.join(app_dir, SUPERVISOR_LOG), cwd=app_dir,
+                              bare=True)
     except OSError as e:
         reason = f"cannot start the supervisor: {e}"
         update_state(app_dir, lambda st: finish_app(st, "FAILED", reason))

@@ -25,7 +25,7 @@ import fcntl
 import json
 import os
 import re
-import tempfile
+import threading
 import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
@@ -38,7 +38,7 @@ from torchspec.schedulers.local.states import (
     SUPERVISOR_LOCK,
     TERMINAL,
 )
-from torchspec.schedulers.local.translate import LocalRequest
+from torchspec.schedulers.local.request import LocalRequest
 
 # App ids become folder names: no separators, no leading dot, nothing a shell
 # would need quoted.
@@ -67,9 +67,18 @@ def locked(app_dir: str) -> Iterator[None]:
 
 
 def write_json(path: str, data: Any) -> None:
-    """Replace ``path`` atomically with ``data`` as JSON."""
-    folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    """Replace ``path`` atomically with ``data`` as JSON.
+
+    The temporary file is named for this process and thread (created
+    exclusively, so a stale one from a dead process of the same pid is
+    replaced, never shared); not tempfile, which the supervisor would import
+    for this alone.
+    """
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
     try:
         with os.fdopen(fd, "wb") as out:
             # json.dumps, not json.dump: only the one-shot encoding is done in C (~6x faster on the state

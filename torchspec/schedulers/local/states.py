@@ -9,9 +9,10 @@ file format can all depend on it.
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import TYPE_CHECKING, Dict, Optional
 
-from torchspec.specs import AppState
+if TYPE_CHECKING:
+    from torchspec.specs import AppState
 
 #: Bump when ``state.json`` or ``request.json`` change (2: one ``output.log`` per replica); readers take older ones.
 FORMAT_VERSION = 2
@@ -36,8 +37,9 @@ COMBINED_LOG = "combined.log"
 #: Names of the app states as stored; terminal ones are never overwritten.
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 
-#: ``state.json`` stores states by name; anything unrecognised reads as UNKNOWN.
-_STATES: Dict[str, AppState] = {state.name: state for state in AppState}
+#: ``state.json`` stores states by name; anything unrecognised reads as UNKNOWN.  Filled on first use, so
+#: the supervisor, which only writes names, never imports the specs.
+_STATES: Dict[str, "AppState"] = {}
 
 #: Set by the supervisor at each launch: 0 first, then how often this replica was restarted.
 ENV_RESTART_COUNT = "TORCHSPEC_RESTART_COUNT"
@@ -57,9 +59,13 @@ HEARTBEAT_TIMEOUT_S = 30.0
 STARTUP_TIMEOUT_S = 120.0
 
 
-def app_state(name: Optional[str]) -> AppState:
+def app_state(name: Optional[str]) -> "AppState":
     """The :class:`AppState` of a state name read from ``state.json`` (UNKNOWN for anything else)."""
-    return _STATES.get(name or "", AppState.UNKNOWN)
+    if not _STATES:
+        from torchspec.specs import AppState
+
+        _STATES.update((state.name, state) for state in AppState)
+    return _STATES.get(name or "") or _STATES["UNKNOWN"]
 
 
 __all__ = [

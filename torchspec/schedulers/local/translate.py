@@ -1,4 +1,4 @@
-"""AppDef -> the ``local`` request: the request dataclasses and the pure functions that build them.
+"""AppDef -> the ``local`` request: the pure functions that build one (the classes are in ``request.py``).
 
 :class:`LocalRequest` is what ``dryrun`` prints (its ``__str__``) and what
 ``schedule`` stores as ``request.json`` for the supervisor.  Nothing here
@@ -11,161 +11,17 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
-from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional
 
 from torchspec.errors import AppRefusedError
-from torchspec.schedulers.api import Stream
 from torchspec.schedulers.entrypoint import resolve_entrypoint
 from torchspec.schedulers.local.options import extra_env, kill_grace_s
-from torchspec.schedulers.local.states import (
-    COMBINED_LOG,
-    ENV_ERROR_FILE,
-    ENV_RESTART_COUNT,
-    ERROR_FILE,
-    FORMAT_VERSION,
-    OUTPUT_LOG,
-    RANK0_HOST,
-    STDERR_LOG,
-    STDOUT_LOG,
-)
+from torchspec.schedulers.local.request import LocalRequest, ReplicaRequest, RoleRequest
+from torchspec.schedulers.local.states import ENV_ERROR_FILE, ERROR_FILE, OUTPUT_LOG, RANK0_HOST
 from torchspec.schedulers.replicas import ENV_RANK0_HOST, replica_env
 from torchspec.specs import AppDef, CfgVal, RetryPolicy, Role, macros
 
 logger: logging.Logger = logging.getLogger(__name__)
-
-
-# ----------------------------------------------------------------------------
-# The request: what ``dryrun`` prints and ``schedule`` hands to the supervisor
-# ----------------------------------------------------------------------------
-
-
-@dataclass
-class ReplicaRequest:
-    """How to start one replica.
-
-    ``env`` is what the replica gets on top of the supervisor's environment
-    (which is the submitting process's); ``PATH`` is that environment's
-    ``PATH`` with ``path_entry`` (the image folder) appended, or prepended
-    when ``prepend_path``.
-    """
-
-    role: str
-    replica_id: int
-    args: List[str]
-    env: Dict[str, str]
-    cwd: str
-    path_entry: str
-    prepend_path: bool
-    output: str
-    error_file: str
-
-    @staticmethod
-    def from_json(data: Mapping[str, Any]) -> "ReplicaRequest":
-        """A replica of ``request.json``; one of FORMAT_VERSION 1 named three log files instead of ``output``."""
-        fields = dict(data)
-        legacy = [fields.pop(key, None) for key in ("stdout", "stderr", "combined")]
-        if "output" not in fields and legacy[0]:
-            fields["output"] = os.path.join(os.path.dirname(legacy[0]), OUTPUT_LOG)
-        return ReplicaRequest(**fields)
-
-    def legacy_log(self, stream: Stream) -> str:
-        """Where an app of FORMAT_VERSION 1 kept ``stream`` (it has no ``output.log``)."""
-        name = {Stream.STDOUT: STDOUT_LOG, Stream.STDERR: STDERR_LOG, Stream.COMBINED: COMBINED_LOG}[stream]
-        return os.path.join(os.path.dirname(self.output), name)
-
-    def dryrun_lines(self, role: str) -> List[str]:
-        """The dry-run lines of this replica, indented under its role's line."""
-        path = f"{self.path_entry}:$PATH" if self.prepend_path else f"$PATH:{self.path_entry}"
-        lines = [
-            f"    {role}/{self.replica_id}:",
-            f"      command:  {shlex.join(self.args)}",
-            f"      cwd:      {self.cwd}",
-            f"      PATH:     {path}",
-            "      env:",
-        ]
-        lines += [f"        {key}={value}" for key, value in self.env.items()]
-        lines.append(f"        {ENV_RESTART_COUNT}=<restarts so far, set at each launch>")
-        lines.append(f"      output:   {self.output}")
-        return lines
-
-
-@dataclass
-class RoleRequest:
-    """A role's replicas and its retry settings (``retry_policy`` as its string value)."""
-
-    name: str
-    max_retries: int
-    retry_policy: str
-    replicas: List[ReplicaRequest]
-
-
-@dataclass
-class LocalRequest:
-    """Everything the supervisor needs to run the app; stored as ``request.json``.
-
-    ``index_dir`` is the scheduler's own ``apps`` folder when the ``state_dir``
-    run option put the app elsewhere: ``schedule`` links the app there so
-    status and log commands, which get no run options, still find it.
-    ``spec`` is the AppDef as submitted, kept for ``spec.json``.
-    """
-
-    app_id: str
-    app_name: str
-    session_name: str
-    app_dir: str
-    kill_grace_s: int
-    roles: List[RoleRequest]
-    index_dir: Optional[str] = None
-    spec: Dict[str, Any] = field(default_factory=dict, repr=False)
-
-    def to_json(self) -> Dict[str, Any]:
-        data = asdict(self)
-        data.pop("spec")
-        data["version"] = FORMAT_VERSION
-        return data
-
-    @staticmethod
-    def from_json(data: Mapping[str, Any]) -> "LocalRequest":
-        roles = [
-            RoleRequest(
-                name=role["name"],
-                max_retries=int(role["max_retries"]),
-                retry_policy=role["retry_policy"],
-                replicas=[ReplicaRequest.from_json(replica) for replica in role["replicas"]],
-            )
-            for role in data["roles"]
-        ]
-        return LocalRequest(
-            app_id=data["app_id"],
-            app_name=data["app_name"],
-            session_name=data["session_name"],
-            app_dir=data["app_dir"],
-            kill_grace_s=int(data["kill_grace_s"]),
-            roles=roles,
-            index_dir=data.get("index_dir"),
-        )
-
-    def role(self, name: str) -> Optional[RoleRequest]:
-        return next((role for role in self.roles if role.name == name), None)
-
-    def __str__(self) -> str:
-        lines = [
-            f"local app {self.app_id} (session {self.session_name!r})",
-            f"  app folder: {self.app_dir}",
-            f"  kill grace: {self.kill_grace_s}s (SIGTERM, then SIGKILL to each replica's process group)",
-        ]
-        if self.index_dir:
-            lines.append(f"  linked from: {os.path.join(self.index_dir, self.app_id)}")
-        for role in self.roles:
-            lines.append(
-                f"  role {role.name}: {len(role.replicas)} replica(s),"
-                f" max_retries={role.max_retries}, retry_policy={role.retry_policy}"
-            )
-            for replica in role.replicas:
-                lines += replica.dryrun_lines(role.name)
-        return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------
