@@ -78,7 +78,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from common import find_torchspec, fmt_s, median, proc_matches  # before the sys.path change below
+from common import as_installed, find_torchspec, fmt_s, median, proc_matches  # before the sys.path change below
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -180,7 +180,8 @@ class Bench:
         self.token = secrets.token_hex(3)  # in every name we create: tsb-<token>-NNN
         self.home.mkdir()
         self.work.mkdir()
-        self.env = dict(os.environ, TORCHSPEC_HOME=str(self.home), NO_COLOR="1", TERM="dumb", COLUMNS="120")
+        self.env = dict(os.environ, TORCHSPEC_HOME=str(self.home), NO_COLOR="1", TERM="dumb", COLUMNS="120",
+                        **as_installed(self.home.parent / "cache"))
         self.env.pop("FORCE_COLOR", None)
         os.environ["TORCHSPEC_HOME"] = str(self.home)  # for the in-process runner (watcher logs go there)
         self.runner: Any = None

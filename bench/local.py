@@ -59,7 +59,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from common import find_torchspec, fmt_s, median, proc_matches
+from common import as_installed, find_torchspec, fmt_s, median, proc_matches
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -236,7 +236,8 @@ class Bench:
         self.token = "tsbench-" + secrets.token_hex(6)
         self.home.mkdir()
         self.work.mkdir()
-        self.env = dict(os.environ, TORCHSPEC_HOME=str(self.home), NO_COLOR="1", TERM="dumb", COLUMNS="120")
+        self.env = dict(os.environ, TORCHSPEC_HOME=str(self.home), NO_COLOR="1", TERM="dumb", COLUMNS="120",
+                        **as_installed(self.home.parent / "cache"))
         self.env.pop("FORCE_COLOR", None)
         os.environ["TORCHSPEC_HOME"] = str(self.home)  # for the in-process runner
         self.handles: list[str] = []  # every app submitted, for the clean-up

@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import find_torchspec, median
+from common import as_installed, find_torchspec, median
 
 MEASUREMENTS = ("run", "status", "cancel")
 
@@ -100,7 +100,7 @@ def main() -> int:
         ap.error("--sizes needs at least three sizes")
     work = Path(tempfile.mkdtemp(prefix="torchspec-bench-scale-"))
     try:
-        env = {**os.environ, "TORCHSPEC_HOME": str(work / "home"), "NO_COLOR": "1"}
+        env = {**os.environ, "TORCHSPEC_HOME": str(work / "home"), "NO_COLOR": "1", **as_installed(work / "cache")}
         totals: dict[int, dict[str, float]] = {}
         for n in sizes:
             rounds = [measure(ts, env, work, n) for _ in range(args.repeat)]

@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import find_torchspec, median
+from common import as_installed, find_torchspec, median
 
 FLOOR = """
 import subprocess, sys
@@ -95,7 +95,7 @@ def main() -> int:
         return 2
     work = Path(tempfile.mkdtemp(prefix="torchspec-bench-wait-"))
     try:
-        env = {**os.environ, "TORCHSPEC_HOME": str(work / "home"), "NO_COLOR": "1"}
+        env = {**os.environ, "TORCHSPEC_HOME": str(work / "home"), "NO_COLOR": "1", **as_installed(work / "cache")}
         spec = work / "true.yaml"
         spec.write_text(f"name: nothing\nroles:\n  - name: t\n    image: .\n    entrypoint: 'true'\n"
                         f"    num_replicas: {args.replicas}\n")

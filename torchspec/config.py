@@ -142,6 +142,10 @@ def default_scheduler(config: Config) -> str | None:
     return value
 
 
+#: ``(config file, scheduler, key)`` already warned about in this process.
+_WARNED: set[tuple[str, str, str]] = set()
+
+
 def scheduler_cfg(config: Config, name: str, opts: "runopts | None" = None) -> dict[str, "CfgVal"]:
     """The run option defaults that ``[scheduler.NAME]`` sets, typed by ``opts`` when given.
 
@@ -162,10 +166,13 @@ def scheduler_cfg(config: Config, name: str, opts: "runopts | None" = None) -> d
         source = config.sources.get(_key(("scheduler", name, key)), "config")
         opt = opts.get(key)
         if opt is None:
-            import logging  # only here: lint's start-up path reads config too
+            if (source, name, key) not in _WARNED:  # once: a submit resolves its cfg twice (the CLI, then dryrun)
+                _WARNED.add((source, name, key))
+                import logging  # only here: lint's start-up path reads config too
 
-            logging.getLogger(__name__).warning("%s: `%s` in [scheduler.%s] is not a run option of the %s scheduler; ignored",
-                           source, key, name, name)
+                logging.getLogger(__name__).warning(
+                    "%s: `%s` in [scheduler.%s] is not a run option of the %s scheduler; ignored", source, key, name,
+                    name)
             continue
         out[key] = _typed(value, opt, source, f"scheduler.{name}.{key}")
     return out

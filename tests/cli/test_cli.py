@@ -166,9 +166,20 @@ def test_lint_start_up_stays_light(tmp_path) -> None:
     code = ("import sys\nfrom torchspec.cli.main import main\n"
             f"sys.argv = ['torchspec', 'lint', {str(spec)!r}]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('rich', 'docker', 'kubernetes', 'jsonschema', 'jinja2', 'torchspec.specs', 'logging') if m in sys.modules))")
+            "print(sorted(m for m in ('rich', 'docker', 'kubernetes', 'jsonschema', 'jinja2', 'torchspec.specs', 'logging',"
+            " 'click', 'torchspec.report.sarif') if m in sys.modules))")  # lint PATH alone needs no click
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_lint_of_paths_alone_reports_as_with_options(tmp_path, bad: str) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("name: a\nroles: [{name: r, image: i, entrypoint: e}]\n")
+    for path in (str(good), bad):
+        fast, full = run("lint", path), run("lint", "--format", "text", path)
+        assert (fast.returncode, fast.stdout, fast.stderr) == (full.returncode, full.stdout, full.stderr)
+    assert run("lint", str(tmp_path / "missing.yaml")).returncode == run("lint", "-f", "text",
+                                                                         str(tmp_path / "missing.yaml")).returncode
 
 
 def test_readme_and_ci_run_the_same_test_command() -> None:
@@ -246,3 +257,12 @@ def test_app_loads_only_the_named_document(tmp_path: pathlib.Path) -> None:
         load_app(str(spec), app="bad")
     with pytest.raises(SpecError, match="TS2"):  # no --app: the broken document is reported
         load_app(str(spec))
+
+
+def test_a_config_key_that_is_no_run_option_is_warned_about_once(tmp_path) -> None:
+    (tmp_path / ".torchspec.toml").write_text("[scheduler.local]\nbogus = 1\n")
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: a\nroles: [{name: r, image: ., entrypoint: 'true'}]\n")
+    r = run("dryrun", str(spec), cwd=tmp_path, env={"TORCHSPEC_HOME": str(tmp_path / "home")})
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("`bogus` in [scheduler.local] is not a run option") == 1

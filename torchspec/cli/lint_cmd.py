@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from torchspec.cli.options import param_options, parse_params, split_commas
+from torchspec.cli.lint_run import run_lint
+from torchspec.cli.options import param_options
 
 FORMATS = ["text", "json", "github", "sarif"]
 
@@ -56,78 +55,5 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
 
     Exit codes: 0 clean, 1 errors found (or warnings with --strict), 2 usage error.
     """
-    from torchspec.config import load_config
-    from torchspec.lint import LintOptions, lint_paths
-    from torchspec.report import get_reporter
-
-    if explain is not None:
-        return _explain(explain)
-    if not scheduler and (cfg or k8s_versions or crd_paths):
-        from torchspec.errors import UsageError
-
-        raise UsageError("-c, --k8s-version and --crd need --scheduler", "e.g. --scheduler kubernetes")
-    full_config = load_config()
-    config = full_config.section("lint")
-    options = LintOptions(
-        select=split_commas(select) or list(config.get("select", [])),
-        ignore=split_commas(ignore) or list(config.get("ignore", [])),
-        exclude=list(exclude) or list(config.get("exclude", [])),
-        params=parse_params(params),
-        params_file=params_file,
-        template_paths=tuple(template_paths) or tuple(config.get("template_paths", [])),
-        only_specs=only_specs,
-        scheduler=scheduler,
-        scheduler_cfg=cfg or {},
-        k8s_versions=tuple(k8s_versions),
-        crd_paths=tuple(crd_paths),
-        config=full_config if scheduler else None,
-    )
-    if max_file_size or config.get("max_file_size"):
-        options.max_file_bytes = int(max_file_size or config["max_file_size"])
-    if scheduler:
-        from torchspec.runner.check import lint_paths as lint_with_scheduler
-
-        result = lint_with_scheduler(paths or (".",), options)
-    else:
-        result = lint_paths(paths or (".",), options)
-    try:
-        stream = open(output, "w", encoding="utf-8") if output else sys.stdout
-    except OSError as e:
-        from torchspec.errors import UsageError
-
-        raise UsageError(f"cannot write the report to {output}: {e.strerror or e}") from None
-    try:
-        if color is None:
-            from torchspec.terminal import should_color
-
-            color = fmt == "text" and should_color(stream)
-        text = get_reporter(fmt)().render(result, color=color)
-        stream.write(text if text.endswith("\n") or not text else text + "\n")
-    finally:
-        if output:
-            stream.close()
-    for note in result.notes:
-        click.echo(f"note: {note}", err=True)
-    if show_env:
-        for path, names in result.env_read.items():
-            click.echo(f"{path}: environment variables read: {', '.join(names)}", err=True)
-    return result.exit_code(strict=bool(strict if strict is not None else config.get("strict", False)))
-
-
-def _explain(code: str) -> int:
-    from torchspec.errors import UsageError
-    from torchspec import codes
-
-    if code.lower() == "all":
-        for entry in codes.CODES.values():
-            click.echo(f"{entry.code}  {entry.name:<24} {entry.severity:<8} {entry.summary}")
-        return 0
-    entry = codes.get(code)
-    if entry is None:
-        from torchspec.errors import did_you_mean
-
-        guess = did_you_mean(code, list(codes.CODES) + list(codes.NAMES))
-        raise UsageError(f"unknown lint code {code!r}", f"did you mean {guess!r}?" if guess else
-                         "list every code with: torchspec lint --explain all")
-    click.echo(entry.explain())
-    return 0
+    return run_lint(paths, fmt, output, select, ignore, exclude, strict, max_file_size, explain, color, only_specs,
+                    show_env, scheduler, cfg, k8s_versions, crd_paths, params, params_file, template_paths)
