@@ -134,3 +134,15 @@ def test_split_lines_keeps_newlines() -> None:
     assert split_lines("a\nb\n\nc") == ["a\n", "b\n", "\n", "c"]
     assert split_lines("") == []
     assert split_lines("\n") == ["\n"]
+
+
+def test_app_ids_are_the_name_and_six_random_characters() -> None:
+    import re
+
+    from torchspec.schedulers.replicas import make_app_id
+
+    ids = [make_app_id("My job!") for _ in range(300)]
+    assert all(re.fullmatch(r"My-job-[a-z0-9]{6}", app_id) for app_id in ids)
+    assert len(set(ids)) == len(ids)
+    assert set("".join(app_id[-6:] for app_id in ids)) == set("abcdefghijklmnopqrstuvwxyz0123456789")
+    assert make_app_id("x", suffix="abc123") == "x-abc123"

@@ -7,7 +7,6 @@ works; everything for people (progress, logs with ``--log``) goes to stderr.
 from __future__ import annotations
 
 import contextlib
-import logging
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -128,11 +127,19 @@ def _build_progress(workspace: str | None) -> Iterator[None]:
     if not workspace:
         yield
         return
+    import logging  # only with a workspace: it costs every submit's start-up
+
     from torchspec.cli import console
+
+    class CallbackHandler(logging.Handler):
+        """Hands each log message's text to a function."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            show(record.getMessage())
 
     logger = logging.getLogger("torchspec.schedulers")
     with console.progress(f"building the workspace {workspace}", "workspace") as show:
-        handler = _CallbackHandler(show)
+        handler = CallbackHandler(level=logging.INFO)
         old_level = logger.level
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
@@ -141,14 +148,3 @@ def _build_progress(workspace: str | None) -> Iterator[None]:
         finally:
             logger.removeHandler(handler)
             logger.setLevel(old_level)
-
-
-class _CallbackHandler(logging.Handler):
-    """Hands each log message's text to a function."""
-
-    def __init__(self, callback: Callable[[str], None]) -> None:
-        super().__init__(level=logging.INFO)
-        self.callback = callback
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.callback(record.getMessage())

@@ -19,7 +19,6 @@ What the runner adds on top of the schedulers, as TorchX's does:
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import time
 from datetime import datetime
@@ -66,8 +65,6 @@ if TYPE_CHECKING:
     from torchspec.config import Config
     from torchspec.schedulers import SchedulerFactory
     from torchspec.schedulers.api import ListAppResponse, Scheduler, Stream
-
-logger: logging.Logger = logging.getLogger(__name__)
 
 #: Set in every role to the app's handle, so an app (or a tracker in it) can name itself.
 ENV_TORCHSPEC_JOB_ID = "TORCHSPEC_JOB_ID"
@@ -318,6 +315,9 @@ class Runner:
     def _build_workspace(sched: "Scheduler[Any]", scheduler: str, app: AppDef, workspace: str,
                          cfg: Mapping[str, CfgVal]) -> None:
         """Build role 0's image with the workspace on top, where the scheduler can (TorchX's WorkspaceMixin)."""
+        import logging  # only here: it costs every command's start-up
+
+        logger = logging.getLogger(__name__)
         build = getattr(sched, "build_workspace_and_update_role", None)
         if build is None:
             logger.info("scheduler %s does not build workspaces; ignoring workspace %s", scheduler, workspace)

@@ -10,7 +10,6 @@ first reader to notice marks the app FAILED and stops its replicas.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import shutil
@@ -66,8 +65,6 @@ from torchspec.schedulers.replicas import make_app_id
 from torchspec.schedulers.state_dir import default_state_dir
 from torchspec.specs import NONE, AppDef, AppDryRunInfo, AppState, CfgVal, Role, RoleStatus, runopts
 
-logger: logging.Logger = logging.getLogger(__name__)
-
 #: What ``schedule`` starts, detached, for each app.
 SUPERVISOR_MODULE = "torchspec.schedulers.local.supervisor"
 
@@ -84,7 +81,9 @@ def _gpu_device_count() -> int:
     try:
         result = subprocess.run([exe, "-L"], capture_output=True, text=True, check=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as e:
-        logger.warning("cannot list GPUs with nvidia-smi: %s", e)
+        import logging  # only here: it costs every command's start-up
+
+        logging.getLogger(__name__).warning("cannot list GPUs with nvidia-smi: %s", e)
         return 0
     return len([line for line in result.stdout.splitlines() if line.strip()])
 
@@ -485,7 +484,9 @@ def _read_roles(app_dir: str) -> List[Role]:
     try:
         return build_app(read_json(os.path.join(app_dir, SPEC_FILE))).roles
     except (OSError, ValueError, KeyError, TypeError) as e:
-        logger.debug("cannot rebuild the roles of %s: %s", app_dir, e)
+        import logging  # only here: it costs every command's start-up
+
+        logging.getLogger(__name__).debug("cannot rebuild the roles of %s: %s", app_dir, e)
         return []
 
 

@@ -9,7 +9,6 @@ instead of every replica.
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Dict, List, Mapping, Optional
 
@@ -20,8 +19,6 @@ from torchspec.schedulers.local.request import LocalRequest, ReplicaRequest, Rol
 from torchspec.schedulers.local.states import ENV_ERROR_FILE, ERROR_FILE, OUTPUT_LOG, RANK0_HOST
 from torchspec.schedulers.replicas import ENV_RANK0_HOST, replica_env
 from torchspec.specs import AppDef, CfgVal, RetryPolicy, Role, macros
-
-logger: logging.Logger = logging.getLogger(__name__)
 
 
 # ----------------------------------------------------------------------------
@@ -126,7 +123,9 @@ def set_cuda_visible_devices(app: AppDef, roles: List[RoleRequest], device_count
     if wanted <= 0:
         return
     if wanted > device_count:
-        logger.warning(
+        import logging  # only here: it costs every command's start-up
+
+        logging.getLogger(__name__).warning(
             "not setting CUDA_VISIBLE_DEVICES: the app asks for %d GPUs, this machine has %d", wanted, device_count
         )
         return
