@@ -6,10 +6,13 @@ folder first on ``sys.path`` when a benchmark runs as a script.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -44,6 +47,37 @@ def as_installed(cache_dir: Path) -> dict[str, str]:
     for folder in (spec.submodule_search_locations or []) if spec else []:
         compileall.compile_dir(folder, quiet=2)
     return {"XDG_CACHE_HOME": str(cache_dir)}
+
+
+def bench_env(work: Path) -> dict[str, str]:
+    """The environment torchspec runs in for a benchmark: a TORCHSPEC_HOME of its own, no colour, as installed."""
+    return {**os.environ, "TORCHSPEC_HOME": str(work / "home"), "NO_COLOR": "1", **as_installed(work / "cache")}
+
+
+def add_runner_args(ap: argparse.ArgumentParser) -> None:
+    """--runner and --fail-on-miss, which every benchmark takes."""
+    ap.add_argument("--runner", choices=["auto", "script", "module"], default="auto",
+                    help="how to run torchspec: its console script or python -m torchspec")
+    ap.add_argument("--fail-on-miss", action="store_true", help="exit 1 when a target is missed")
+
+
+def torchspec_or_exit(mode: str) -> list[str]:
+    """:func:`find_torchspec`, or exit 2 saying how to install it."""
+    ts = find_torchspec(mode)
+    if ts is None:
+        print("torchspec is not installed (pip install -e .)", file=sys.stderr)
+        sys.exit(2)
+    return ts
+
+
+def timed(cmd: list[str], env: dict[str, str], cwd: Path, ok: tuple[int, ...] = (0,)) -> tuple[float, str]:
+    """Seconds ``cmd`` took (one blocking run) and its stdout; an exit code not in ``ok`` stops the benchmark."""
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    elapsed = time.perf_counter() - start
+    if proc.returncode not in ok:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-500:]}")
+    return elapsed, proc.stdout
 
 
 def median(values: list[float]) -> float:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -32,18 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import as_installed, find_torchspec, median
+from common import add_runner_args, bench_env, median, timed, torchspec_or_exit
 
 MEASUREMENTS = ("run", "status", "cancel")
-
-
-def timed(cmd: list[str], env: dict[str, str], cwd: Path, ok: tuple[int, ...] = (0,)) -> tuple[float, str]:
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    elapsed = time.perf_counter() - start
-    if proc.returncode not in ok:
-        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-500:]}")
-    return elapsed, proc.stdout
 
 
 def spec(work: Path, name: str, n: int, command: str) -> Path:
@@ -88,19 +78,15 @@ def main() -> int:
     ap.add_argument("--sizes", default="16,64,256,1000", help="replica counts (default 16,64,256,1000)")
     ap.add_argument("--repeat", type=int, default=2, help="rounds per size; the median is reported (default 2)")
     ap.add_argument("--flat", type=float, default=1.5, help="largest/smallest per-replica time allowed")
-    ap.add_argument("--runner", choices=["auto", "script", "module"], default="auto")
-    ap.add_argument("--fail-on-miss", action="store_true")
+    add_runner_args(ap)
     args = ap.parse_args()
-    ts = find_torchspec(args.runner)
-    if ts is None:
-        print("torchspec is not installed (pip install -e .)", file=sys.stderr)
-        return 2
+    ts = torchspec_or_exit(args.runner)
     sizes = sorted(int(s) for s in args.sizes.split(","))
     if len(sizes) < 3:
         ap.error("--sizes needs at least three sizes")
     work = Path(tempfile.mkdtemp(prefix="torchspec-bench-scale-"))
     try:
-        env = {**os.environ, "TORCHSPEC_HOME": str(work / "home"), "NO_COLOR": "1", **as_installed(work / "cache")}
+        env = bench_env(work)
         totals: dict[int, dict[str, float]] = {}
         for n in sizes:
             rounds = [measure(ts, env, work, n) for _ in range(args.repeat)]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import as_installed, find_torchspec, median
+from common import add_runner_args, bench_env, median, timed, torchspec_or_exit
 
 FLOOR = """
 import subprocess, sys
@@ -51,16 +50,6 @@ LOGS_F_TARGET = 0.050
 #: (what, numerator, target ratio to the floor)
 TARGETS = [("submit --wait / floor", "submit-wait", 2.0), ("submit + wait / floor", "wait", 2.5),
            ("submit / floor", "submit", 2.0)]
-
-
-def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
-    """Seconds ``cmd`` took, and its stdout; a failing command stops the benchmark."""
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-500:]}")
-    return elapsed, proc.stdout
 
 
 def logs_follow_latency(ts: list[str], env: dict[str, str], work: Path) -> list[float]:
@@ -85,17 +74,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--replicas", type=int, default=32, help="replicas of the app (default 32)")
     ap.add_argument("--repeat", type=int, default=7, help="timed rounds; the median is reported (default 7)")
-    ap.add_argument("--runner", choices=["auto", "script", "module"], default="auto",
-                    help="how to run torchspec: its console script or python -m torchspec")
-    ap.add_argument("--fail-on-miss", action="store_true", help="exit 1 when a target is missed")
+    add_runner_args(ap)
     args = ap.parse_args()
-    ts = find_torchspec(args.runner)
-    if ts is None:
-        print("torchspec is not installed (pip install -e .)", file=sys.stderr)
-        return 2
+    ts = torchspec_or_exit(args.runner)
     work = Path(tempfile.mkdtemp(prefix="torchspec-bench-wait-"))
     try:
-        env = {**os.environ, "TORCHSPEC_HOME": str(work / "home"), "NO_COLOR": "1", **as_installed(work / "cache")}
+        env = bench_env(work)
         spec = work / "true.yaml"
         spec.write_text(f"name: nothing\nroles:\n  - name: t\n    image: .\n    entrypoint: 'true'\n"
                         f"    num_replicas: {args.replicas}\n")

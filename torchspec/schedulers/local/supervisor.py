@@ -83,7 +83,8 @@ _NEW_GROUP: Dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11)
 
 def _say(message: str) -> None:
     """One line in ``supervisor.log``: what the supervisor did, for whoever debugs an app."""
-    print(f"{now_iso()} {message}", flush=True)
+    sys.stdout.write(f"{now_iso()} {message}\n")  # one write a line (print writes the end apart)
+    sys.stdout.flush()
 
 
 def _describe_exit(code: Optional[int]) -> str:
