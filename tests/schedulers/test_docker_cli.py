@@ -704,3 +704,21 @@ def test_run_options(env: Env, docker_cleanup: Any) -> None:
     pulls = list(client.events(since=since, until=until, decode=True, filters={"type": "image", "event": "pull"}))
     assert pulls == [], pulls
     assert "FOO= rank0=" in env.logs(handle)
+
+
+def test_wait_for_change_wakes_on_the_engines_event(env: Env, docker_cleanup: Any) -> None:
+    """A wait ends when a container does (the engine's event stream), not at the next poll."""
+    from torchspec.schedulers.docker.scheduler import DockerScheduler
+
+    handle = env.submit(env.spec("short", [env.role("w", "sleep 2", 1)]))
+    app = app_id(handle)
+    sched = DockerScheduler("test", client=docker_cleanup)
+    assert sched.describe(app) is not None
+    start = time.monotonic()
+    sched.wait_for_change(app, 0.3)  # the container sleeps on: the whole timeout passes
+    assert 0.25 <= time.monotonic() - start < 2
+    sched.describe(app)
+    start = time.monotonic()
+    sched.wait_for_change(app, 30)  # woken by its exit, about 2 s after it started
+    assert time.monotonic() - start < 10
+    assert env.wait(handle) == OK

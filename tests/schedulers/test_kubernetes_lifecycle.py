@@ -869,3 +869,38 @@ def test_a_missing_crd_is_one_clear_error(sched: KubernetesScheduler, apiserver:
     with pytest.raises(BackendError) as raised:
         sched.submit(make_app(), {"flavor": "jobset"})
     assert "(not found)" in raised.value.message and "CRDs are installed" in (raised.value.hint or "")
+
+
+def test_wait_for_change_wakes_on_the_controllers_write_not_at_the_timeout(sched: KubernetesScheduler,
+                                                                           apiserver: FakeApiServer) -> None:
+    import threading
+
+    app_id = sched.submit(make_app(), {})
+    assert sched.describe(app_id).state == AppState.PENDING  # type: ignore[union-attr]  # reads the version
+    start = time.monotonic()
+    sched.wait_for_change(app_id, 0.3)  # nothing happens: the whole timeout
+    assert 0.25 <= time.monotonic() - start < 2
+    sched.describe(app_id)
+    timer = threading.Timer(0.2, lambda: job_condition(apiserver, app_id, "trainer", "Complete"))
+    timer.start()
+    start = time.monotonic()
+    sched.wait_for_change(app_id, 10)
+    assert time.monotonic() - start < 5
+    timer.join()
+
+
+@pytest.mark.parametrize("flavor", CONTROLLED)
+def test_wait_for_change_watches_the_custom_object(sched: KubernetesScheduler, apiserver: FakeApiServer,
+                                                   flavor: str) -> None:
+    import threading
+
+    app_id = sched.submit(make_app(), {"flavor": flavor, "queue": "default"})
+    sched.describe(app_id)
+    api = JOBSET_API if flavor == "jobset" else VOLCANO_API
+    status = {"restarts": 0} if flavor == "jobset" else {"state": {"phase": "Running"}}
+    timer = threading.Timer(0.2, lambda: apiserver.set_status(*api, NS, name_of(app_id), status))
+    timer.start()
+    start = time.monotonic()
+    sched.wait_for_change(app_id, 10)
+    assert time.monotonic() - start < 5
+    timer.join()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
@@ -113,3 +114,29 @@ def ensure_image(client: "docker.DockerClient", image: str, pull: str, progress:
             return
         raise BackendError(f"cannot pull image {image!r}: {reason(e)}",
                            "check its name and registry access, or build it locally") from None
+
+
+def wait_for_event(client: "docker.DockerClient", filters: Dict[str, Any], since: float, timeout: float) -> bool:
+    """Block until the engine reports an event matching ``filters`` at or after ``since`` (epoch seconds),
+    or ``timeout`` seconds pass; True when an event came.
+
+    The engine's event stream is asked for ``since`` (events between then and
+    now are replayed, so none is lost between a status read and this call)
+    ``until`` now + ``timeout`` (the engine ends the stream then).  Where the
+    stream cannot be had, or ends early (an engine whose clock is ahead), the
+    rest of ``timeout`` is slept, as a plain poll would.
+    """
+    deadline = time.monotonic() + max(0.0, timeout)
+    until = time.time() + max(0.0, timeout)
+    try:
+        stream = client.api.events(since=f"{since:.9f}", until=f"{until:.9f}", filters=filters, decode=True)
+        try:
+            for _ in stream:
+                return True
+        finally:
+            stream.close()
+    except Exception as e:  # noqa: BLE001 - no events: fall back to sleeping, as the default wait does
+        logger.debug("no event stream from the engine: %s", e)
+    time.sleep(max(0.0, deadline - time.monotonic()))
+    return False
+

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import re
+import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional
 
@@ -24,7 +25,15 @@ from torchspec.schedulers.api import (
     aware,
     check_replica,
 )
-from torchspec.schedulers.docker.engine import docker_errors, ensure_image, in_parallel, read_app, reason, stop_container
+from torchspec.schedulers.docker.engine import (
+    docker_errors,
+    ensure_image,
+    in_parallel,
+    read_app,
+    reason,
+    stop_container,
+    wait_for_event,
+)
 from torchspec.schedulers.docker.labels import (
     BUILTIN_NETWORKS,
     CANCELLED_SUFFIX,
@@ -73,6 +82,8 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         super().__init__("docker", session_name)
         self._client_obj = client
         self.progress: Callable[[str], None] = lambda line: logger.info("%s", line)
+        # app id -> when describe last read it (epoch seconds): wait_for_change wakes on events since then
+        self._read_at: Dict[str, float] = {}
 
     # -- the engine ---------------------------------------------------------
 
@@ -163,6 +174,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
     # -- asking -------------------------------------------------------------
 
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
+        self._read_at[app_id] = time.time()
         view = read_app(self.client(), app_id)
         if not view.containers:
             return None
@@ -183,6 +195,12 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
             roles=_submitted_roles(view),
             metadata=metadata,
         )
+
+    def wait_for_change(self, app_id: str, timeout: float) -> None:
+        """Wake on the engine's next event for one of the app's containers (created, started, died, removed...)
+        since the app was last described, or after ``timeout``: a wait ends when the app does, not at a poll."""
+        since = self._read_at.get(app_id, time.time())
+        wait_for_event(self.client(), {"type": "container", "label": f"{LABEL_APP_ID}={app_id}"}, since, timeout)
 
     def list(self) -> List[ListAppResponse]:
         """Every app with containers on the engine, oldest first."""

@@ -241,6 +241,28 @@ class Cluster:
                 return None
             raise api_error(e, where, self.where(context)) from None
 
+    def watch_once(self, list_fn: Callable[..., Any], *args: Any, resource_version: str, timeout: float,
+                   **kwargs: Any) -> bool:
+        """Block until the watch of ``list_fn(*args, **kwargs)`` from ``resource_version`` reports a change, or
+        ``timeout`` seconds pass; True when a change came.
+
+        A watch that cannot be had (an old version gone, 410; an error) ends at
+        once with False: the caller reads the state again and polls on.
+        """
+        from kubernetes import watch
+
+        w = watch.Watch()
+        try:
+            for _ in w.stream(list_fn, *args, resource_version=resource_version,
+                              timeout_seconds=max(1, int(timeout + 0.999)), _request_timeout=max(0.001, timeout),
+                              allow_watch_bookmarks=False, **kwargs):
+                return True
+        except Exception:  # noqa: BLE001 - a read timeout is the normal end; anything else: poll
+            pass
+        finally:
+            w.stop()
+        return False
+
     # -- pods -------------------------------------------------------------------
 
     def pod_lines(self, namespace: str, pod: str, since: Optional[datetime], follow: bool,

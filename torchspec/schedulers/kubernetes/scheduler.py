@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
+import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
@@ -63,6 +64,8 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
                  namespace: Optional[str] = None) -> None:
         super().__init__("kubernetes", session_name)
         self._cluster = Cluster(client=client, kubeconfig=kubeconfig, context=context, namespace=namespace)
+        # (name, namespace, context) -> the flavor and resourceVersion its top-level objects were last read at
+        self._read_at: Dict[Tuple[str, str, Optional[str]], Tuple[str, Optional[str]]] = {}
 
     # -- the cluster ---------------------------------------------------------
 
@@ -144,6 +147,7 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
                                   label_selector=f"{LABEL_APP_ID}={name},{LABEL_FLAVOR}={JOB_FLAVOR.name}",
                                   context=context)
         flavor = JOB_FLAVOR.name
+        self._read_at[(name, namespace, context)] = (flavor, jobs.metadata.resource_version)
         if jobs.items:
             # list items of built-in kinds come without kind and apiVersion
             top = [{**self._cluster.as_json(j, context), "apiVersion": JOB_FLAVOR.api_version,
@@ -154,6 +158,7 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
             flavor = custom.name
             found = self._cluster.get_custom(custom.api_version, custom.plural, namespace, name, where, context)
             if found is not None and (found["metadata"].get("labels") or {}).get(LABEL_APP_ID) == name:
+                self._read_at[(name, namespace, context)] = (flavor, found["metadata"].get("resourceVersion"))
                 return flavor, [found]
         return flavor, []
 
@@ -178,6 +183,36 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         if not view.exists:
             return None
         return describe_app(view, app_id)
+
+    def wait_for_change(self, app_id: str, timeout: float) -> None:
+        """Wake when the app's top-level objects change after they were last read (the API's watch, from the
+        version read), or after ``timeout``.
+
+        Their controllers record every pod's progress there (the counts of
+        active, ready, succeeded and failed pods, the conditions), so a wait
+        ends when the app does; what shows only on pods (a pod that cannot
+        pull its image) is seen at the next poll.
+        """
+        deadline = time.monotonic() + max(0.0, timeout)
+        ref = self.resolve(app_id)
+        read = self._read_at.get((ref.name, str(ref.namespace), ref.context)) if ref is not None else None
+        if ref is not None and read is not None and read[1]:
+            flavor, version = read
+            namespace, context = str(ref.namespace), ref.context
+            if flavor == JOB_FLAVOR.name:
+                watched = self._cluster.watch_once(
+                    self._cluster.batch(context).list_namespaced_job, namespace, resource_version=version,
+                    timeout=timeout, label_selector=f"{LABEL_APP_ID}={ref.name},{LABEL_FLAVOR}={JOB_FLAVOR.name}")
+            else:
+                custom = FLAVOR_TABLE[flavor]
+                group, api_version = custom.api_version.split("/")
+                watched = self._cluster.watch_once(
+                    self._cluster.custom(context).list_namespaced_custom_object, group, api_version, namespace,
+                    custom.plural, resource_version=version, timeout=timeout,
+                    field_selector=f"metadata.name={ref.name}")
+            if watched:
+                return
+        time.sleep(max(0.0, deadline - time.monotonic()))
 
     def _created_by_name(self, namespace: str, context: Optional[str]) -> Dict[str, str]:
         """Every torchspec app in ``namespace``: its name -> when its first object was created."""
