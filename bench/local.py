@@ -498,7 +498,7 @@ SUBMIT_RUNNER_TARGET = 1.3   # Runner.run in process -> all running, over the Po
 STATUS_MS_TARGET = 150.0     # torchspec status of a running app, absolute
 STATUS_RATIO_TARGET = 2.0    # ... over `python -c "import yaml"`
 LOGS_VS_CAT_TARGET = 0.01    # bytes/s of torchspec logs over cat's (a plain Python loop reaches ~0.015)
-LOGS_VS_PY_TARGET = 2.0      # torchspec logs time over the minimal Python loop doing the same job
+LOGS_VS_PY_TARGET = 1.25     # torchspec logs time over the minimal Python loop: at least 0.8x its throughput
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,17 +81,49 @@ class Vanished(RuntimeError):
     """Something of a round was removed by someone else (a shared engine or cluster): run the round again."""
 
 
+class Backend:
+    """What every backend's measurements share: the options, the torchspec command, one Runner over all rounds."""
+
+    name = ""
+
+    def __init__(self, args: argparse.Namespace, ts: List[str], env: Dict[str, str], work: Path) -> None:
+        self.args, self.ts, self.env, self.work = args, ts, env, work
+        self._runner: Any = None
+
+    @property
+    def runner(self) -> Any:
+        if self._runner is None:
+            from torchspec.runner import get_runner
+
+            self._runner = get_runner()
+        return self._runner
+
+    def submit_wait(self, spec: Path, *options: str) -> Tuple[float, str]:
+        """``torchspec submit --wait`` of ``spec`` in a fresh process: when it returned (epoch) and the handle."""
+        out = subprocess.run(self.ts + ["submit", "--wait", "-s", self.name, *options, str(spec)], env=self.env,
+                             cwd=self.work, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        t_ret = time.time()
+        if out.returncode == 5:  # CANCELLED: removed under us (a shared engine's clean-up)
+            raise Vanished(f"the app was removed while it ran: {out.stderr.strip()[-200:]}")
+        if out.returncode != 0:
+            raise RuntimeError(f"torchspec submit --wait exited {out.returncode}: {out.stderr[-300:]}")
+        return t_ret, out.stdout.split()[0]
+
+    def close(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+
+
 # --------------------------------------------------------------------------- docker
 
 
-class Docker:
+class Docker(Backend):
     name = "docker"
     image = "torchspec-test/busybox:latest"
 
     def __init__(self, args: argparse.Namespace, ts: List[str], env: Dict[str, str], work: Path) -> None:
-        self.args, self.ts, self.env, self.work = args, ts, env, work
+        super().__init__(args, ts, env, work)
         self.client: Any = None
-        self.runner: Any = None
 
     def reach(self) -> str:
         try:
@@ -148,10 +180,6 @@ class Docker:
             self.remove(ids)
 
     def runner_way(self) -> Tuple[float, float]:
-        if self.runner is None:
-            from torchspec.runner import get_runner
-
-            self.runner = get_runner()
         t0 = time.time()
         info = self.runner.dryrun_component(str(self.spec()), {}, "docker")
         handle = self.runner.schedule(info)
@@ -169,22 +197,15 @@ class Docker:
     def cli(self) -> Tuple[float, float]:
         spec = self.spec()
         t0 = time.time()
-        out = subprocess.run(self.ts + ["submit", "--wait", "-s", "docker", str(spec)], env=self.env, cwd=self.work,
-                             capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        t_ret = time.time()
-        if out.returncode == 5:  # CANCELLED: removed under us
-            raise Vanished(f"the app was removed while it ran: {out.stderr.strip()[-200:]}")
-        if out.returncode != 0:
-            raise RuntimeError(f"torchspec submit --wait exited {out.returncode}: {out.stderr[-300:]}")
-        ids = self.app_containers(out.stdout.split()[0].rsplit("/", 1)[-1])
+        t_ret, handle = self.submit_wait(spec)
+        ids = self.app_containers(handle.rsplit("/", 1)[-1])
         try:
             return self.times(ids, t0, t_ret)
         finally:
             self.remove(ids)
 
     def close(self) -> None:
-        if self.runner is not None:
-            self.runner.close()
+        super().close()
         if self.client is not None:
             self.client.close()
 
@@ -192,16 +213,15 @@ class Docker:
 # --------------------------------------------------------------------------- kubernetes (the API stand-in)
 
 
-class Kubernetes:
+class Kubernetes(Backend):
     name = "kubernetes"
     ns = "default"
 
     def __init__(self, args: argparse.Namespace, ts: List[str], env: Dict[str, str], work: Path) -> None:
-        self.args, self.ts, self.env, self.work = args, ts, env, work
+        super().__init__(args, ts, env, work)
         self.srv: Any = None
         self.batch: Any = None
         self.core: Any = None
-        self.runner: Any = None
         self.running_at: Dict[str, float] = {}
         self.ended_at: Dict[str, float] = {}
         self.watch: Any = None
@@ -299,10 +319,6 @@ class Kubernetes:
         return f"{name}-{role_key(name, 'w')}"
 
     def runner_way(self) -> Tuple[float, float]:
-        if self.runner is None:
-            from torchspec.runner import get_runner
-
-            self.runner = get_runner()
         t0 = time.time()
         handle = self.runner.run(self.app(), "kubernetes")
         self.runner.wait(handle, wait_interval=2)
@@ -313,16 +329,11 @@ class Kubernetes:
         spec.write_text(f"name: bk\nroles:\n  - name: w\n    image: busybox:1.36\n    entrypoint: sh\n"
                         f"    args: [-c, 'sleep {self.args.seconds}']\n    num_replicas: {self.args.replicas}\n")
         t0 = time.time()
-        out = subprocess.run(self.ts + ["submit", "--wait", "-s", "kubernetes", str(spec)], env=self.env,
-                             cwd=self.work, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        t_ret = time.time()
-        if out.returncode != 0:
-            raise RuntimeError(f"torchspec submit --wait exited {out.returncode}: {out.stderr[-300:]}")
-        return self.times(self.job_of(out.stdout.split()[0]), t0, t_ret)
+        t_ret, handle = self.submit_wait(spec)
+        return self.times(self.job_of(handle), t0, t_ret)
 
     def close(self) -> None:
-        if self.runner is not None:
-            self.runner.close()
+        super().close()
         if self.watch is not None:
             self.watch.stop()
         if self.srv is not None:
@@ -332,15 +343,14 @@ class Kubernetes:
 # --------------------------------------------------------------------------- slurm
 
 
-class Slurm:
+class Slurm(Backend):
     """One replica (a Slurm cluster on one host may have one node): it writes the time it started and the
     time it ends, to files, from its own clock (the machine's)."""
 
     name = "slurm"
 
     def __init__(self, args: argparse.Namespace, ts: List[str], env: Dict[str, str], work: Path) -> None:
-        self.args, self.ts, self.env, self.work = args, ts, env, work
-        self.runner: Any = None
+        super().__init__(args, ts, env, work)
         self.count = 0
 
     def reach(self) -> str:
@@ -385,10 +395,6 @@ class Slurm:
                                                     resource=specs.Resource(cpu=1, gpu=0, memMB=0))])
 
     def runner_way(self) -> Tuple[float, float]:
-        if self.runner is None:
-            from torchspec.runner import get_runner
-
-            self.runner = get_runner()
         script, start, end = self.command()
         t0 = time.time()
         handle = self.runner.run(self.app(script), "slurm", {"log_dir": str(self.work / "logs")})
@@ -401,17 +407,8 @@ class Slurm:
         spec.write_text(f"name: bs\nroles:\n  - name: w\n    image: {self.work}\n    entrypoint: sh\n"
                         f"    args: [-c, {json.dumps(script)}]\n    resource: {{cpu: 1, gpu: 0, memMB: 0}}\n")
         t0 = time.time()
-        out = subprocess.run(self.ts + ["submit", "--wait", "-s", "slurm", "-c", f"log_dir={self.work / 'logs'}",
-                                        str(spec)], env=self.env, cwd=self.work, capture_output=True, text=True,
-                             stdin=subprocess.DEVNULL)
-        t_ret = time.time()
-        if out.returncode != 0:
-            raise RuntimeError(f"torchspec submit --wait exited {out.returncode}: {out.stderr[-300:]}")
+        t_ret, _ = self.submit_wait(spec, "-c", f"log_dir={self.work / 'logs'}")
         return self.times(start, end, t0, t_ret)
-
-    def close(self) -> None:
-        if self.runner is not None:
-            self.runner.close()
 
 
 # --------------------------------------------------------------------------- main

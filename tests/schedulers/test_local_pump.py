@@ -84,3 +84,43 @@ def test_pump_reports_each_exit_once_even_for_many(tmp_path) -> None:
     assert sorted(seen) == sorted(p.pid for p in procs)
     for proc in procs:
         assert proc.wait() == 0
+
+
+@pytest.mark.parametrize("stream", ["combined", "stdout", "stderr"])
+def test_view_blocks_print_what_the_line_path_prints(tmp_path, stream: str) -> None:
+    """``logs`` without a filter reads blocks with two regular expressions: byte for byte what it printed
+    line by line (CRs before the newline dropped, bytes that are not UTF-8 replaced, markers in every view)."""
+    from torchspec.schedulers.api import Stream
+    from torchspec.schedulers.local.logs import OutputParser, view_blocks
+    from torchspec.schedulers.logfile import follow_lines
+
+    path = str(tmp_path / "output.log")
+    logs = LogWriter(path)
+    rng = random.Random(7)
+    for i in range(3000):
+        kind = rng.choice(["stdout", "stderr", "marker", "crlf", "bad", "empty", "unicode"])
+        if kind == "marker":
+            logs.marker(f"--- torchspec: restart {i} ---")
+        elif kind == "crlf":
+            logs.write_lines("stdout", f"progress {i}\r\r\n".encode())
+        elif kind == "bad":
+            logs.write_lines("stderr", b"bad \xff\xfe byte\n")
+        elif kind == "empty":
+            logs.write_lines("stdout", b"\n")
+        elif kind == "unicode":
+            logs.write_lines("stderr", "h\u00e9llo \u4e16\u754c\n".encode())
+        else:
+            logs.write_lines(kind, f"line {i} of {kind}\nand a second\n".encode())
+    logs._file.write(b"olast line, unfinished")
+    logs.close()
+    prefix = "\x1b[32mrole/0\x1b[0m \\1 "  # colour codes and a backslash: the prefix is taken literally
+    with open(path, "rb") as log:
+        lines = follow_lines(log, OutputParser(Stream(stream)), None, None, None, False, done=lambda: True)
+        expected = "".join(prefix + line.rstrip("\r\n") + "\n" for line in lines).encode("utf-8")
+    for size in (1 << 20, 64, 7):  # blocks that end mid-line
+        assert b"".join(view_blocks(path, Stream(stream), prefix.encode(), size=size)) == expected
+    for plain in ("eval/0 ", "ml/1 ", "other/2 "):  # prefixes that start like a tag are put in once
+        with open(path, "rb") as log:
+            lines = follow_lines(log, OutputParser(Stream(stream)), None, None, None, False, done=lambda: True)
+            expected = "".join(plain + line.rstrip("\r\n") + "\n" for line in lines).encode("utf-8")
+        assert b"".join(view_blocks(path, Stream(stream), plain.encode())) == expected

@@ -161,6 +161,8 @@ def print_logs(runner: "Runner", handle: str, targets: list[Target], *, follow: 
 
     if not follow:
         for target in targets:
+            if not (regex or since or until) and _print_blocks(runner, handle, target, prefixes[target], stream, out):
+                continue
             _print_all(lines(target), prefixes[target], out)
         return
     if len(targets) == 1:
@@ -169,6 +171,22 @@ def print_logs(runner: "Runner", handle: str, targets: list[Target], *, follow: 
             out.flush()
         return
     _follow_all(targets, lines, write, out)
+
+
+def _print_blocks(runner: "Runner", handle: str, target: Target, prefix: str, stream: Any, out: TextIO) -> bool:
+    """The fast path: the scheduler's blocks of prefixed UTF-8 lines, written as they are; False where there
+    is none (the scheduler has no ``log_blocks``, or ``out`` takes no UTF-8 bytes)."""
+    buffer = getattr(out, "buffer", None)
+    if buffer is None or (getattr(out, "encoding", "") or "").lower().replace("-", "") != "utf8":
+        return False
+    blocks = runner.log_blocks(handle, target.role, target.replica, prefix.encode("utf-8"), streams=stream)
+    if blocks is None:
+        return False
+    out.flush()
+    for block in blocks:
+        buffer.write(block)
+    buffer.flush()
+    return True
 
 
 def _print_all(lines: Iterable[str], prefix: str, out: TextIO, batch: int = 2048) -> None:

@@ -29,7 +29,7 @@ from torchspec.schedulers.api import (
     aware,
     check_replica,
 )
-from torchspec.schedulers.local.logs import OutputParser, parse_log_line, replica_finished
+from torchspec.schedulers.local.logs import OutputParser, parse_log_line, replica_finished, view_blocks
 from torchspec.schedulers.local.options import DEFAULT_KILL_GRACE_S, local_run_opts
 from torchspec.schedulers.local.processes import kill_groups, pid_alive
 from torchspec.schedulers.local.state import (
@@ -333,6 +333,22 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         pattern = re.compile(regex) if regex else None
         return self._follow(app_dir, request, role_name, k, path, parse, pattern, aware(since), aware(until),
                             should_tail)
+
+    def log_blocks(self, app_id: str, role_name: str, k: int, streams: Optional[Stream],
+                   prefix: bytes) -> Optional[Iterator[bytes]]:
+        """All of replica ``k``'s log as :meth:`log_iter` gives it (no filter, no tail), each line after
+        ``prefix``, in blocks of bytes; None for an app of an earlier torchspec (its files are read by line)."""
+        app_dir = self.app_dir(app_id)
+        request = read_request(app_dir) if app_dir is not None else None
+        if app_dir is None or request is None:
+            return None  # log_iter says why
+        check_replica(app_id, role_name, k, {r.name: len(r.replicas) for r in request.roles})
+        role = request.role(role_name)
+        assert role is not None
+        path = role.replicas[k].output
+        if not os.path.exists(path):
+            return None
+        return view_blocks(path, Stream(streams) if streams is not None else Stream.COMBINED, prefix)
 
     def _follow(
         self,
