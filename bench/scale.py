@@ -6,9 +6,14 @@
 
 For each size N, each measurement a blocking subprocess (nothing here polls):
 
-  run       `torchspec submit --wait` of N replicas running `true`
-  status    `torchspec status` of an app of N replicas running `sleep`
-  cancel    `torchspec cancel` of that app, then `torchspec wait` until it is CANCELLED
+  run         `torchspec submit --wait` of N replicas running `true`
+  status      `torchspec status` of an app of N replicas running `sleep`
+  cancel      `torchspec cancel` of that app, then `torchspec wait` until it is CANCELLED
+  status-api  Runner.status of another such app, in this process (one Runner kept)
+  cancel-api  Runner.cancel of it, then Runner.wait until it is CANCELLED, in this process
+
+The -api rows leave out the start-up of a Python process, a constant that on
+a busy machine varies by more than the whole cost of a thousand replicas.
 
 It prints the curve: the total time and the marginal time per replica (what
 each replica added between two sizes; a fixed start-up cost hides in the
@@ -24,16 +29,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from common import add_runner_args, bench_env, median, timed, torchspec_or_exit
 
-MEASUREMENTS = ("run", "status", "cancel")
+MEASUREMENTS = ("run", "status", "cancel", "status-api", "cancel-api")
 
 
 def spec(work: Path, name: str, n: int, command: str) -> Path:
@@ -58,18 +65,33 @@ def wait_all_running(app_dir: Path, n: int, timeout: float = 600) -> None:
     raise RuntimeError(f"{app_dir.name}: not all {n} replicas running after {timeout:.0f} s")
 
 
-def measure(ts: list[str], env: dict[str, str], work: Path, n: int) -> dict[str, float]:
+def running_app(ts: list[str], env: dict[str, str], work: Path, n: int) -> str:
+    """The handle of a new app of ``n`` replicas, once every one of them runs."""
+    _, handle = timed(ts + ["submit", str(spec(work, "sleep", n, "echo up; exec sleep 600"))], env, work)
+    handle = handle.strip()
+    wait_all_running(Path(env["TORCHSPEC_HOME"]) / "apps" / handle.rsplit("/", 1)[-1], n)
+    return handle
+
+
+def measure(ts: list[str], env: dict[str, str], work: Path, n: int, runner: Any) -> dict[str, float]:
     """Seconds of each measurement for an app of ``n`` replicas."""
     out: dict[str, float] = {}
     out["run"], _ = timed(ts + ["submit", "--wait", str(spec(work, "noop", n, "true"))], env, work)
-    _, handle = timed(ts + ["submit", str(spec(work, "sleep", n, "echo up; exec sleep 600"))], env, work)
-    handle = handle.strip()
-    app_dir = Path(env["TORCHSPEC_HOME"]) / "apps" / handle.rsplit("/", 1)[-1]
-    wait_all_running(app_dir, n)
+    handle = running_app(ts, env, work, n)
     out["status"], _ = timed(ts + ["status", handle], env, work)
     cancelled, _ = timed(ts + ["cancel", handle], env, work)
     waited, _ = timed(ts + ["wait", handle], env, work, ok=(5,))
     out["cancel"] = cancelled + waited
+    handle = running_app(ts, env, work, n)
+    start = time.perf_counter()
+    runner.status(handle)
+    out["status-api"] = time.perf_counter() - start
+    start = time.perf_counter()
+    runner.cancel(handle)
+    state = runner.wait(handle, wait_interval=2)
+    out["cancel-api"] = time.perf_counter() - start
+    if state is None or str(state.state) != "CANCELLED":
+        raise RuntimeError(f"{handle} ended {state}, not CANCELLED")
     return out
 
 
@@ -87,18 +109,22 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="torchspec-bench-scale-"))
     try:
         env = bench_env(work)
+        os.environ.update(env)  # for the in-process runner
+        from torchspec.runner import get_runner
+
+        runner = get_runner()
         totals: dict[int, dict[str, float]] = {}
         for n in sizes:
-            rounds = [measure(ts, env, work, n) for _ in range(args.repeat)]
+            rounds = [measure(ts, env, work, n, runner) for _ in range(args.repeat)]
             totals[n] = {m: median([r[m] for r in rounds]) for m in MEASUREMENTS}
-            print(f"{n:>6} replicas: " + "  ".join(f"{m} {totals[n][m] * 1000:8.1f} ms" for m in MEASUREMENTS),
+            print(f"{n:>6} replicas: " + "  ".join(f"{m} {totals[n][m] * 1000:7.1f} ms" for m in MEASUREMENTS),
                   flush=True)
         margins = {m: [(totals[b][m] - totals[a][m]) / (b - a) for a, b in zip(sizes, sizes[1:])]
                    for m in MEASUREMENTS}
         print("\nmarginal ms per replica, by interval: "
               + "  ".join(f"{a}->{b}" for a, b in zip(sizes, sizes[1:])))
         for m in MEASUREMENTS:
-            print(f"  {m:<8} " + "  ".join(f"{v * 1000:7.2f}" for v in margins[m]))
+            print(f"  {m:<10} " + "  ".join(f"{v * 1000:7.2f}" for v in margins[m]))
         missed = False
         print(f"\n{'measurement':<12} {'last/previous':>17} {'target':>8}  verdict")
         for m in MEASUREMENTS:
