@@ -55,7 +55,9 @@ def commands(ts: list[str], tx: list[str] | None) -> dict[str, list[str]]:
     k8s = importlib.util.find_spec("kubernetes") is not None
     if k8s:
         # a Volcano Job in queue default: what TorchX's kubernetes scheduler makes (it needs the queue)
-        out["kubernetes"] = ts + ["dryrun", "-s", "kubernetes", "-c", "flavor=volcano,queue=default", *job]
+        # with TorchX's own image for dist.ddp: a folder ('.', the local default) is no container image
+        out["kubernetes"] = ts + ["dryrun", "-s", "kubernetes", "-c", "flavor=volcano,queue=default", *job, "-p",
+                                  "image=ghcr.io/pytorch/torchx:0.7.0"]
     else:
         print("note: the kubernetes package is missing: no kubernetes rows", file=sys.stderr)
     if tx is None:
