@@ -89,6 +89,7 @@ class Backend:
     def __init__(self, args: argparse.Namespace, ts: List[str], env: Dict[str, str], work: Path) -> None:
         self.args, self.ts, self.env, self.work = args, ts, env, work
         self._runner: Any = None
+        self.handles: List[str] = []  # every app submitted, for the clean-up
 
     @property
     def runner(self) -> Any:
@@ -103,6 +104,7 @@ class Backend:
         out = subprocess.run(self.ts + ["submit", "--wait", "-s", self.name, *options, str(spec)], env=self.env,
                              cwd=self.work, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         t_ret = time.time()
+        self.handles += out.stdout.split()[:1]
         if out.returncode == 5:  # CANCELLED: removed under us (a shared engine's clean-up)
             raise Vanished(f"the app was removed while it ran: {out.stderr.strip()[-200:]}")
         if out.returncode != 0:
@@ -156,7 +158,8 @@ class Docker(Backend):
     def app_containers(self, app_id: str) -> List[str]:
         return [c["Id"] for c in self.client.api.containers(all=True, filters={"label": f"torchspec.app-id={app_id}"})]
 
-    def remove(self, ids: List[str]) -> None:
+    def remove(self, ids: List[str], app_id: Optional[str] = None) -> None:
+        """Remove containers, then the app's network (torchspec makes one per app); gone already is fine."""
         import docker.errors
 
         for cid in ids:
@@ -164,6 +167,11 @@ class Docker(Backend):
                 self.client.api.remove_container(cid, force=True)
             except (docker.errors.NotFound, docker.errors.APIError):
                 pass  # gone or going already (a clean-up of torchspec's labels by someone else: a shared engine)
+        for network in self.client.api.networks(filters={"label": f"torchspec.app-id={app_id}"}) if app_id else []:
+            try:
+                self.client.api.remove_network(network["Id"])
+            except (docker.errors.NotFound, docker.errors.APIError):
+                pass
 
     def floor(self) -> Tuple[float, float]:
         api = self.client.api
@@ -183,30 +191,35 @@ class Docker(Backend):
         t0 = time.time()
         info = self.runner.dryrun_component(str(self.spec()), {}, "docker")
         handle = self.runner.schedule(info)
+        self.handles.append(handle)
         status = self.runner.wait(handle, wait_interval=2)
         t_ret = time.time()
-        if status is None or str(status.state) != "SUCCEEDED":
-            self.remove(self.app_containers(handle.rsplit("/", 1)[-1]))
-            raise Vanished(f"the app ended {status.state if status else 'removed'}")
-        ids = self.app_containers(handle.rsplit("/", 1)[-1])
+        app_id = handle.rsplit("/", 1)[-1]
+        ids = self.app_containers(app_id)
         try:
+            if status is None or str(status.state) != "SUCCEEDED":
+                raise Vanished(f"the app ended {status.state if status else 'removed'}")
             return self.times(ids, t0, t_ret)
         finally:
-            self.remove(ids)
+            self.remove(ids, app_id)
 
     def cli(self) -> Tuple[float, float]:
         spec = self.spec()
         t0 = time.time()
         t_ret, handle = self.submit_wait(spec)
-        ids = self.app_containers(handle.rsplit("/", 1)[-1])
+        app_id = handle.rsplit("/", 1)[-1]
+        ids = self.app_containers(app_id)
         try:
             return self.times(ids, t0, t_ret)
         finally:
-            self.remove(ids)
+            self.remove(ids, app_id)
 
     def close(self) -> None:
         super().close()
         if self.client is not None:
+            for handle in self.handles:  # what a failed round left
+                app_id = handle.rsplit("/", 1)[-1]
+                self.remove(self.app_containers(app_id), app_id)
             self.client.close()
 
 
