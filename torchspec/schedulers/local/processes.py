@@ -1,6 +1,6 @@
 """Process groups on this machine: is a pid alive, and stopping groups nobody supervises any more.
 
-Each replica runs in a process group of its own, so a replica
+Each replica runs in a process group of its own (a new session), so a replica
 and everything it spawned are signalled together.  The supervisor stops its
 own replicas; the scheduler uses :func:`kill_groups` only for the replicas of
 a supervisor that is gone.
