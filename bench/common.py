@@ -61,6 +61,13 @@ def add_runner_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--fail-on-miss", action="store_true", help="exit 1 when a target is missed")
 
 
+def parse_and_find(ap: argparse.ArgumentParser) -> tuple[argparse.Namespace, list[str]]:
+    """The benchmark's arguments (with --runner and --fail-on-miss added) and the torchspec command to time."""
+    add_runner_args(ap)
+    args = ap.parse_args()
+    return args, torchspec_or_exit(args.runner)
+
+
 def torchspec_or_exit(mode: str) -> list[str]:
     """:func:`find_torchspec`, or exit 2 saying how to install it."""
     ts = find_torchspec(mode)

@@ -30,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import add_runner_args, bench_env, median, timed, torchspec_or_exit
+from common import bench_env, median, parse_and_find, timed
 
 #: (ratio, numerator, denominator, target)
 TARGETS = [("local / torchx", "local", "torchx-local", 0.4), ("kubernetes / torchx", "kubernetes", "torchx-k8s", 0.3)]
@@ -75,9 +75,7 @@ def commands(ts: list[str], tx: list[str] | None) -> dict[str, list[str]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=9, help="timed rounds; the median is reported (default 9)")
-    add_runner_args(ap)
-    args = ap.parse_args()
-    ts = torchspec_or_exit(args.runner)
+    args, ts = parse_and_find(ap)
     work = Path(tempfile.mkdtemp(prefix="torchspec-bench-dryrun-"))
     try:
         (work / "train.py").write_text("print('train')\n")

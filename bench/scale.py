@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import add_runner_args, bench_env, median, timed, torchspec_or_exit
+from common import bench_env, median, parse_and_find, timed
 
 MEASUREMENTS = ("run", "status", "cancel", "status-api", "cancel-api")
 
@@ -100,9 +100,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="16,64,256,1000", help="replica counts (default 16,64,256,1000)")
     ap.add_argument("--repeat", type=int, default=2, help="rounds per size; the median is reported (default 2)")
     ap.add_argument("--flat", type=float, default=1.5, help="largest/smallest per-replica time allowed")
-    add_runner_args(ap)
-    args = ap.parse_args()
-    ts = torchspec_or_exit(args.runner)
+    args, ts = parse_and_find(ap)
     sizes = sorted(int(s) for s in args.sizes.split(","))
     if len(sizes) < 3:
         ap.error("--sizes needs at least three sizes")

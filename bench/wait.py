@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import add_runner_args, bench_env, median, timed, torchspec_or_exit
+from common import bench_env, median, parse_and_find, timed
 
 FLOOR = """
 import subprocess, sys
@@ -74,9 +74,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--replicas", type=int, default=32, help="replicas of the app (default 32)")
     ap.add_argument("--repeat", type=int, default=7, help="timed rounds; the median is reported (default 7)")
-    add_runner_args(ap)
-    args = ap.parse_args()
-    ts = torchspec_or_exit(args.runner)
+    args, ts = parse_and_find(ap)
     work = Path(tempfile.mkdtemp(prefix="torchspec-bench-wait-"))
     try:
         env = bench_env(work)

@@ -56,7 +56,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from common import add_runner_args, bench_env, median, torchspec_or_exit
+from common import bench_env, median, parse_and_find
 
 # This folder is first on sys.path and holds docker.py: take it off, or `import docker` imports that.
 _HERE = Path(__file__).resolve().parent
@@ -487,9 +487,7 @@ def main() -> int:
     ap.add_argument("--replicas", type=int, default=4, help="replicas of the app (default 4)")
     ap.add_argument("--seconds", type=float, default=1.5, help="how long each replica sleeps (default 1.5)")
     ap.add_argument("--repeat", type=int, default=5, help="timed rounds per backend (default 5)")
-    add_runner_args(ap)
-    args = ap.parse_args()
-    ts = torchspec_or_exit(args.runner)
+    args, ts = parse_and_find(ap)
     work = Path(tempfile.mkdtemp(prefix="torchspec-bench-waits-"))
     os.environ.update(bench_env(work))  # the in-process runner reads TORCHSPEC_HOME and the cache from here
     missed = False
