@@ -72,6 +72,9 @@ _POLL_S = 0.1
 # While replicas start or end, the state is saved at most this often (each save rewrites every replica's record).
 _SAVE_EVERY_S = 0.05
 
+# Threads that launch replicas at once (this one included).
+_LAUNCHERS = 4
+
 # How long to wait for a replica's output to drain after its process group is gone.
 _DRAIN_S = 2.0
 
@@ -339,7 +342,7 @@ class Supervisor:
                 f"--- torchspec: restart {replica.record['restarts']} of replica {replica.name}"
                 f" (exit code {replica.record['exit_code']}) ---"
             )
-            replica.launch()
+        self.launch(replicas)
         self.save()
 
     def give_up(self, cause: _Replica, failed: List[_Replica]) -> int:
@@ -432,14 +435,46 @@ class Supervisor:
 
         self.state["state"] = "RUNNING"
         self.state["started_at"] = now_iso()
-        for replica in self.replicas:
-            replica.launch()
-            # record the pids often enough that, were we to die now, others could still stop what we
-            # started, but not after every launch: each save rewrites the whole state (replicas squared)
-            if time.monotonic() - self._last_save >= _SAVE_EVERY_S:
-                self.save()
+        self.launch(self.replicas)
         self.save()
         return self.loop()
+
+    def launch(self, replicas: List[_Replica]) -> None:
+        """Start ``replicas``, a few at a time.
+
+        Python lets go of the GIL while a child it spawns gets to ``exec``,
+        and that is most of a launch here (the new session alone costs the
+        kernel ~2 ms where it gives each session a scheduling group), so a
+        few threads launch about three times as fast as one.  This thread
+        launches too, and saves the state (with the pids so far) at most every
+        :data:`_SAVE_EVERY_S`: were it to die now, others could still stop what
+        it started, but each save rewrites every replica's record.
+        """
+        pending = list(reversed(replicas))
+        take = threading.Lock()
+
+        def work() -> None:
+            while True:
+                with take:
+                    if not pending:
+                        return
+                    replica = pending.pop()
+                replica.launch()
+
+        helpers = [threading.Thread(target=work, name="torchspec-launch", daemon=True)
+                   for _ in range(min(_LAUNCHERS, len(replicas)) - 1)]
+        for helper in helpers:
+            helper.start()
+        while True:
+            with take:
+                replica = pending.pop() if pending else None
+            if replica is None:
+                break
+            replica.launch()
+            if time.monotonic() - self._last_save >= _SAVE_EVERY_S:
+                self.save()
+        for helper in helpers:
+            helper.join()
 
     def loop(self) -> int:
         """Until the app ends: collect the replicas that exit, apply the retry policies, save, heartbeat."""
