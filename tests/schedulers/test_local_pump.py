@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import os
+import pathlib
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -124,3 +126,20 @@ def test_view_blocks_print_what_the_line_path_prints(tmp_path, stream: str) -> N
             lines = follow_lines(log, OutputParser(Stream(stream)), None, None, None, False, done=lambda: True)
             expected = "".join(plain + line.rstrip("\r\n") + "\n" for line in lines).encode("utf-8")
         assert b"".join(view_blocks(path, Stream(stream), plain.encode())) == expected
+
+
+def test_replica_zero_of_each_role_is_launched_before_the_others(tmp_path) -> None:
+    """Replica 0 is its role's rank-0 host: a rendezvous that ranks nodes as they join must see it first,
+    though the other replicas are launched several at a time."""
+    from scheduler_helpers import wait_terminal
+
+    from torchspec import specs
+    from torchspec.schedulers.local.scheduler import LocalScheduler
+
+    sched = LocalScheduler("test", state_dir=str(tmp_path / "state"))
+    roles = [specs.Role(name=name, image=str(tmp_path), entrypoint="true", num_replicas=12) for name in ("a", "b")]
+    app_id = sched.submit(specs.AppDef("order", roles=roles), {})
+    assert wait_terminal(sched, app_id).state == specs.AppState.SUCCEEDED
+    log = pathlib.Path(sched.app_dir(app_id), "supervisor.log").read_text()
+    started = re.findall(r" (\w+/\d+): started pid", log)
+    assert started[:2] == ["a/0", "b/0"] and sorted(started) == sorted(f"{r}/{k}" for r in "ab" for k in range(12))

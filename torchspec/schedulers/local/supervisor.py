@@ -440,17 +440,23 @@ class Supervisor:
         return self.loop()
 
     def launch(self, replicas: List[_Replica]) -> None:
-        """Start ``replicas``, a few at a time.
+        """Start ``replicas``: replica 0 of each role first, then the others a few at a time.
 
-        Python lets go of the GIL while a child it spawns gets to ``exec``,
-        and that is most of a launch here (the new session alone costs the
-        kernel ~2 ms where it gives each session a scheduling group), so a
-        few threads launch about three times as fast as one.  This thread
-        launches too, and saves the state (with the pids so far) at most every
-        :data:`_SAVE_EVERY_S`: were it to die now, others could still stop what
-        it started, but each save rewrites every replica's record.
+        Replica 0 of a role is its rank-0 host, and a rendezvous that ranks
+        nodes as they join (torchrun's c10d) makes the first to arrive rank 0:
+        it is started before the others, as when replicas were started one by
+        one.  Python lets go of the GIL while a child it spawns gets to
+        ``exec``, and that is most of a launch here (the new session alone
+        costs the kernel ~2 ms where it gives each session a scheduling group),
+        so a few threads launch the others about three times as fast as one.
+        This thread launches too, and saves the state (with the pids so far) at
+        most every :data:`_SAVE_EVERY_S`: were it to die now, others could still
+        stop what it started, but each save rewrites every replica's record.
         """
-        pending = list(reversed(replicas))
+        for replica in replicas:
+            if replica.request.replica_id == 0:
+                replica.launch()
+        pending = [replica for replica in reversed(replicas) if replica.request.replica_id != 0]
         take = threading.Lock()
 
         def work() -> None:
@@ -462,7 +468,7 @@ class Supervisor:
                 replica.launch()
 
         helpers = [threading.Thread(target=work, name="torchspec-launch", daemon=True)
-                   for _ in range(min(_LAUNCHERS, len(replicas)) - 1)]
+                   for _ in range(min(_LAUNCHERS, len(pending)) - 1)]
         for helper in helpers:
             helper.start()
         while True:
