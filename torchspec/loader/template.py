@@ -16,14 +16,16 @@ has a time limit.  Environment variables are reachable only through
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import os
 import re
 import signal
 import threading
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from torchspec.errors import did_you_mean
+from torchspec.loader.source import FILES, Source
 
 #: The largest string or list one ``*`` may build in a template.
 MAX_REPEAT = 100_000
@@ -46,17 +48,25 @@ def is_template(value: str) -> bool:
 #: Every variable an ``env()`` call read in this process, so that what the CLI prints (render, dryrun) can
 #: hide their values: a spec from a pull request must not print CI secrets into a log.
 ENV_READ: set[str] = set()
+#: The files the renderer running in this context has read (imports, includes): see Renderer.dependencies.
+_READS: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("torchspec_template_reads", default=None)
+
+
+def env_secrets(names: Iterable[str]) -> list[tuple[str, str]]:
+    """``(value, name)`` of each variable in ``names`` whose value is treated as a secret, longest value first.
+
+    The one rule for what is secret (render, dryrun, lint's messages and
+    ``torchspec diff`` all use it): every value ``env()`` read.  Values
+    shorter than 3 characters are left (they would blank out digits and
+    words everywhere, and are no secrets).
+    """
+    values = {(os.environ[n], n) for n in names if len(os.environ.get(n, "")) >= 3}
+    return sorted(values, key=lambda pair: (-len(pair[0]), pair[1]))
 
 
 def redact_env(text: str) -> str:
-    """``text`` with the value of every variable ``env()`` read in this process replaced by ``<value from env(NAME)>``.
-
-    Values shorter than 3 characters are left (they would blank out digits
-    and words everywhere, and are no secrets).
-    """
-    values = sorted(((os.environ[n], n) for n in ENV_READ if len(os.environ.get(n, "")) >= 3),
-                    key=lambda pair: len(pair[0]), reverse=True)
-    for value, name in values:
+    """``text`` with the value of every variable ``env()`` read in this process replaced by ``<value from env(NAME)>``."""
+    for value, name in env_secrets(ENV_READ):
         text = text.replace(value, f"<value from env({name})>")
     return text
 
@@ -91,11 +101,15 @@ class Renderer:
         spec_dir: str,
         imports: dict[str, str] | None = None,
         template_paths: list[str] | tuple[str, ...] = (),
+        source: Source = FILES,
     ) -> None:
         self.variables = variables
-        self.roots = [os.path.realpath(spec_dir)] + [os.path.realpath(p) for p in template_paths]
+        self.source = source
+        self.roots = [source.realpath(spec_dir)] + [source.realpath(p) for p in template_paths]
         self.imports = dict(imports or {})
         self.env_read: list[str] = []
+        #: real paths of the template files Jinja loaded for this renderer (imports, includes, extends)
+        self.files_read: set[str] = set()
         self._jinja: Any = None
         self._context: dict[str, Any] | None = None
 
@@ -107,6 +121,7 @@ class Renderer:
         if simple is not _MISSING:
             return simple
         single = _SINGLE.match(value)
+        reads = _READS.set(self.files_read)
         try:
             if single and not any(t in single.group(1) for t in ("{{", "}}", "{%", "%}", "{#")):
                 return _plain(self._expression(single.group(1))(**self.context()))
@@ -115,6 +130,14 @@ class Renderer:
             raise
         except Exception as e:  # every Jinja failure becomes a RenderError with a code
             raise self._explain(e) from None
+        finally:
+            _READS.reset(reads)
+
+    def dependencies(self) -> list[str]:
+        """Real paths of the files this document's values depend on besides the spec: the files its
+        ``imports`` name and every template file Jinja loaded while rendering (includes, imports)."""
+        declared = {self._find(path) for path in self.imports.values()}
+        return sorted(self.files_read | {path for path in declared if path is not None})
 
     def context(self) -> dict[str, Any]:
         """Params, the ``env()`` function and the imported macro modules."""
@@ -185,7 +208,7 @@ class Renderer:
 
     def jinja(self) -> Any:
         if self._jinja is None:
-            self._jinja = _environment(tuple(self.roots))
+            self._jinja = _environment(tuple(self.roots), self.source)
         return self._jinja
 
     def _template(self, source: str) -> Any:
@@ -200,16 +223,19 @@ class Renderer:
         Never follows a path out of the allowed folders (``..``, absolute
         paths, symlinks) and never opens devices or FIFOs, which could hang.
         """
+        real = self._find(path)
+        if real is None or self.source.size(real) > MAX_TEMPLATE_BYTES:
+            return None
+        return self.source.read(real, MAX_TEMPLATE_BYTES).decode("utf-8", errors="replace")
+
+    def _find(self, path: str) -> str | None:
+        """The real path of the regular file ``path`` names in the first allowed folder holding one, else None."""
         if os.path.isabs(path) or ".." in path.replace("\\", "/").split("/"):
             return None
         for root in self.roots:
-            real = os.path.realpath(os.path.join(root, path))
-            if not _inside(real, self.roots) or not os.path.isfile(real):
-                continue
-            if os.path.getsize(real) > MAX_TEMPLATE_BYTES:
-                return None
-            with open(real, encoding="utf-8", errors="replace") as f:
-                return f.read()
+            real = self.source.realpath(os.path.join(root, path))
+            if _inside(real, self.roots) and self.source.is_file(real):
+                return real
         return None
 
     def _env(self, name: str, default: Any = _MISSING) -> Any:
@@ -329,13 +355,13 @@ def _plain(value: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=64)
-def _environment(roots: tuple[str, ...]) -> Any:
-    """One sandbox per set of allowed folders, shared by every document that has them.
+def _environment(roots: tuple[str, ...], source: Source) -> Any:
+    """One sandbox per set of allowed folders (and source), shared by every document that has them.
 
     Sharing matters for lint: a thousand specs in one folder compile each
     distinct template once, not once per file.
     """
-    return _make_environment(list(roots))
+    return _make_environment(list(roots), source)
 
 
 def _compiled(env: Any, kind: str, source: str) -> Any:
@@ -351,23 +377,43 @@ def _compiled(env: Any, kind: str, source: str) -> Any:
     return found
 
 
-def _make_environment(roots: list[str]) -> Any:
-    from jinja2 import FileSystemLoader, StrictUndefined, TemplateNotFound
+def _note_read(path: str) -> None:
+    reads = _READS.get()
+    if reads is not None:
+        reads.add(path)
+
+
+def _make_environment(roots: list[str], source: Source) -> Any:
+    from jinja2 import BaseLoader, StrictUndefined, TemplateNotFound
+    from jinja2.loaders import split_template_path
     from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-    class ConfinedLoader(FileSystemLoader):
-        """Reads templates only from the allowed folders, after resolving symlinks."""
+    class ConfinedLoader(BaseLoader):
+        """Reads templates from ``source``, only from the allowed folders, after resolving symlinks.
+
+        Each template Jinja asks for is noted as a read of the renderer at
+        work: on first load here, and on every cache hit in ``uptodate``
+        (Jinja asks it each time, as ``auto_reload`` is on).
+        """
 
         def get_source(self, environment: Any, template: str) -> Any:
+            pieces = split_template_path(template.replace("\\", "/"))  # refuses '..' as FileSystemLoader does
             for root in roots:  # check before opening: a FIFO or a device would hang or flood the read
-                real = os.path.realpath(os.path.join(root, *template.replace("\\", "/").split("/")))
-                if os.path.exists(real) and (not _inside(real, roots) or not os.path.isfile(real)
-                                             or os.path.getsize(real) > MAX_TEMPLATE_BYTES):
+                real = source.realpath(os.path.join(root, *pieces))
+                if not source.exists(real):
+                    continue
+                if not _inside(real, roots) or not source.is_file(real) or source.size(real) > MAX_TEMPLATE_BYTES:
                     raise TemplateNotFound(template)
-            source, filename, uptodate = super().get_source(environment, template)
-            if not _inside(os.path.realpath(filename), roots):
-                raise TemplateNotFound(template)
-            return source, filename, uptodate
+                text = source.read(real, MAX_TEMPLATE_BYTES).decode("utf-8")
+                stamp = source.stamp(real)
+                _note_read(real)
+
+                def uptodate(real: str = real, stamp: object = stamp) -> bool:
+                    _note_read(real)
+                    return source.stamp(real) == stamp
+
+                return text, real, uptodate
+            raise TemplateNotFound(template)
 
     class Sandbox(ImmutableSandboxedEnvironment):
         intercepted_binops = frozenset(["*", "**", "%"])
@@ -390,7 +436,7 @@ def _make_environment(roots: list[str]) -> Any:
                 _check_widths(obj)  # "{:>999999999}".format(1)
             return super().getattr(obj, attribute)
 
-    env = Sandbox(loader=ConfinedLoader(roots), undefined=StrictUndefined, autoescape=False)
+    env = Sandbox(loader=ConfinedLoader(), undefined=StrictUndefined, autoescape=False)
     for name in ("center", "indent", "wordwrap", "truncate", "format"):
         env.filters[name] = _bounded(env.filters[name])
     env.compiled_cache = {}  # see _compiled: it lives and dies with its environment
