@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("lint", ("torchspec.lint", "torchspec.report")),
     ("schedulers", ("torchspec.schedulers",)),
     ("runner", ("torchspec.runner",)),
+    ("gitops", ("torchspec.gitops",)),
     ("cli", ("torchspec.cli", "torchspec.__main__")),
 ]
 

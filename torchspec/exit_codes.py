@@ -17,11 +17,14 @@ class ExitCode(IntEnum):
 
     OK = 0
     SPEC_ERROR = 1
+    #: ``torchspec diff``: the specs differ (as ``git diff --exit-code``); the same number as SPEC_ERROR
+    CHANGES = 1
     USAGE = 2
     INTERNAL = 3
     APP_FAILED = 4
     APP_CANCELLED = 5
     BACKEND = 6
+    DIFF_INCOMPLETE = 7
     TIMEOUT = 124
     INTERRUPTED = 130
 
@@ -42,12 +45,13 @@ class ExitCode(IntEnum):
 
 _SUMMARY = {
     ExitCode.OK: "ok; with wait and submit --wait/--log: the app SUCCEEDED",
-    ExitCode.SPEC_ERROR: "spec errors found",
+    ExitCode.SPEC_ERROR: "spec errors found; diff: the specs differ",
     ExitCode.USAGE: "usage error (bad option, unknown scheduler, component or app handle)",
     ExitCode.INTERNAL: "internal error",
     ExitCode.APP_FAILED: "the app FAILED (wait, submit --wait/--log)",
     ExitCode.APP_CANCELLED: "the app was CANCELLED (wait, submit --wait/--log)",
     ExitCode.BACKEND: "the scheduler's backend cannot be reached or refused the request",
+    ExitCode.DIFF_INCOMPLETE: "diff: a side of a spec does not load (the other files are still compared)",
     ExitCode.TIMEOUT: "wait --timeout ran out before the app ended",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
 }
@@ -55,7 +59,8 @@ _SUMMARY = {
 _MEANING = {
     ExitCode.OK: "success; lint found no errors (warnings alone do not fail unless `--strict`); with `wait` or "
                  "`submit --wait/--log`, the app SUCCEEDED",
-    ExitCode.SPEC_ERROR: "the spec has errors (lint found errors, or a command could not load the spec)",
+    ExitCode.SPEC_ERROR: "the spec has errors (lint found errors, or a command could not load the spec); with "
+                         "`diff`: the specs differ, as `git diff --exit-code` says it",
     ExitCode.USAGE: "usage error: bad option or value, a missing file, an unknown lint code, scheduler, component "
                     "or app handle, a bad `-c` run option, an app the scheduler cannot run as written",
     ExitCode.INTERNAL: "internal error: a bug in torchspec (`TORCHSPEC_DEBUG=1` shows the traceback)",
@@ -64,6 +69,8 @@ _MEANING = {
                             "watched it (a cancel on docker or kubernetes removes the app)",
     ExitCode.BACKEND: "the scheduler's backend cannot be reached or refused the request: no Docker engine, an image "
                       "that cannot be found or pulled, a network that does not exist",
+    ExitCode.DIFF_INCOMPLETE: "`diff`: a side of a spec file does not load (its errors are reported, and the other "
+                              "files are still compared)",
     ExitCode.TIMEOUT: "`wait --timeout` ran out before the app ended",
     ExitCode.INTERRUPTED: "interrupted with Ctrl-C (the app keeps running; `torchspec cancel` stops it)",
 }

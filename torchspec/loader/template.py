@@ -135,9 +135,11 @@ class Renderer:
 
     def dependencies(self) -> list[str]:
         """Real paths of the files this document's values depend on besides the spec: the files its
-        ``imports`` name and every template file Jinja loaded while rendering (includes, imports)."""
-        declared = {self._find(path) for path in self.imports.values()}
-        return sorted(self.files_read | {path for path in declared if path is not None})
+        ``imports`` name and every template file Jinja asked for while rendering (includes, imports),
+        found or not: a missing one is where the file would have to be (in the spec's folder)."""
+        declared = {self._find(path) or self.source.realpath(os.path.join(self.roots[0], path))
+                    for path in self.imports.values() if not os.path.isabs(path)}
+        return sorted(self.files_read | declared)
 
     def context(self) -> dict[str, Any]:
         """Params, the ``env()`` function and the imported macro modules."""
@@ -413,6 +415,7 @@ def _make_environment(roots: list[str], source: Source) -> Any:
                     return source.stamp(real) == stamp
 
                 return text, real, uptodate
+            _note_read(source.realpath(os.path.join(roots[0], *pieces)))  # missing: still what the spec uses
             raise TemplateNotFound(template)
 
     class Sandbox(ImmutableSandboxedEnvironment):

@@ -1,0 +1,13 @@
+"""The ``repo`` fixture: a real git repository in tmp_path."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+from git_repo import GitRepo
+
+
+@pytest.fixture
+def repo(tmp_path: pathlib.Path) -> GitRepo:
+    return GitRepo(tmp_path / "repo")

@@ -1,0 +1,11 @@
+"""GitOps: what a change to checked-in spec files changes in what would run (``torchspec diff``).
+
+- :mod:`torchspec.gitops.canonical`: an AppDef as a canonical plain dict, and the content hash
+  (``content_hash``) that ``apply`` stores on a job;
+- :mod:`torchspec.gitops.git`: the files changed since a ref, and a commit's files as a loader source;
+- :mod:`torchspec.gitops.diff`: both sides of each changed spec loaded and compared, field by field and,
+  with a scheduler, as the scheduler's native request;
+- :mod:`torchspec.gitops.report`: the comparison as text, markdown, json or GitHub annotations.
+
+The layer sits between the runner (dry runs) and the CLI; nothing here prints.
+"""
