@@ -143,7 +143,8 @@ for info in pkgutil.walk_packages(torchspec.schedulers.__path__, "torchspec.sche
     importlib.import_module(info.name)
 from torchspec.cli.main import main
 for argv in (["--help"], ["lint", {str(examples / "hello.yaml")!r}], ["render", {str(examples / "ddp.yaml")!r}],
-             ["dryrun", "-s", "local", {str(examples / "hello.yaml")!r}]):
+             ["dryrun", "-s", "local", {str(examples / "hello.yaml")!r}],
+             ["diff", "-s", "kubernetes", {str(examples / "hello.yaml")!r}, {str(examples / "hello.yaml")!r}]):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         try:

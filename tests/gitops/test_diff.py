@@ -154,6 +154,8 @@ def test_paths_limit_which_specs_are_compared(pr: GitRepo, capsys: pytest.Captur
     code, out = run(capsys, "diff", "--base", "main", "--format", "json", "jobs/train.yaml", "jobs/uses_lib.yaml")
     assert code == 1
     assert [f["path"] for f in json.loads(out)["files"]] == ["jobs/train.yaml", "jobs/uses_lib.yaml"]
+    code, _ = run(capsys, "diff", "--base", "main", str(pr.root.parent))
+    assert code == 2  # outside the repository
 
 
 def test_a_file_broken_on_one_side_is_reported_and_the_others_still_compared(

@@ -68,5 +68,6 @@ def diff(files: tuple[str, ...], base: str | None, params: tuple[str, ...], para
             result = diff_files(files[0], files[1], options, runner)
     import sys
 
-    click.echo(render(result, fmt, color=fmt == "text" and should_color(sys.stdout)), nl=False)
+    color = fmt == "text" and should_color(sys.stdout)
+    click.echo(render(result, fmt, color=color), nl=False, color=color)
     return result.exit_code

@@ -22,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from torchspec.errors import Diagnostic, TorchSpecError
+from torchspec.errors import Diagnostic, TorchSpecError, UsageError
 from torchspec.exit_codes import ExitCode
 from torchspec.gitops.canonical import Canonical, Path, canonical_app
 from torchspec.loader import FILES, LoadOptions, Source, load_file
@@ -285,6 +285,9 @@ def diff_base(repo: "Repo", ref: str, paths: Iterable[str] = (), options: DiffOp
     commit = repo.commit(ref)
     result = DiffResult(base=ref, scheduler=options.scheduler)
     scope = [repo.rel(p) for p in paths]
+    outside = [p for p, rel in zip(paths, scope) if rel == ".." or rel.startswith("../")]
+    if outside:
+        raise UsageError(f"{outside[0]} is outside the repository {repo.root}")
     with repo.source(commit) as source:
         for found in candidates(repo, repo.changes(commit), source, scope, options.params_file):
             new = load_side(repo.abs(found.path), found.path, options) if found.status != "removed" else None
