@@ -3,6 +3,7 @@
 - :mod:`torchspec.gitops.canonical`: an AppDef as a canonical plain dict, and the content hash
   (``content_hash``) that ``apply`` stores on a job;
 - :mod:`torchspec.gitops.git`: the files changed since a ref, and a commit's files as a loader source;
+- :mod:`torchspec.gitops.changes`: which spec files a change touches (itself, or through a file it uses);
 - :mod:`torchspec.gitops.diff`: both sides of each changed spec loaded and compared, field by field and,
   with a scheduler, as the scheduler's native request;
 - :mod:`torchspec.gitops.report`: the comparison as text, markdown, json or GitHub annotations.
