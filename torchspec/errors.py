@@ -127,6 +127,13 @@ class AppRefusedError(UsageError, ValueError):
     #: the scheduler that refused, where the runner knows it (the CLI names it)
     scheduler: str | None = None
 
+    def __init__(self, message: str, hint: str | None = None,
+                 problems: "tuple[tuple[tuple[str | int, ...], str], ...]" = ()) -> None:
+        super().__init__(message, hint)
+        #: each thing refused, where there are several to name: (path in the spec data, e.g.
+        #: ``("roles", 0, "port_map", "c10d")``, what is wrong there); ``lint --scheduler`` reports each at its line
+        self.problems = tuple(problems)
+
 
 class NotFoundError(UsageError, ValueError):
     """What a request names (an app, a role, a replica) does not exist.

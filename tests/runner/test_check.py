@@ -446,3 +446,54 @@ def test_lint_alone_knows_no_scheduler(tmp_path) -> None:
 
     with pytest.raises(UsageError, match="torchspec.runner.check.lint_paths"):
         lint.lint_paths([str(EXAMPLES / "hello.yaml")], LintOptions(scheduler="local"))
+
+
+# ---------------------------------------------------------------- what a Kubeflow flavor cannot carry
+
+
+def test_every_field_a_kubeflow_flavor_cannot_carry_is_a_ts601_at_its_line() -> None:
+    path = str(EXAMPLES / "trainer_ps_reader.yaml")
+    result = lint_paths([path], LintOptions(scheduler="kubernetes", scheduler_cfg={"flavor": "pytorchjob"}))
+    assert [(d.code, d.path, d.line) for d in result.diagnostics] == [
+        ("TS601", "roles[1]", line_of(path, "- name: parameter_server")),
+        ("TS601", "roles[2]", line_of(path, "- name: reader"))]
+    assert "a PyTorchJob runs one role" in result.diagnostics[0].message
+    assert "flavor=jobset" in (result.diagnostics[0].hint or "")
+    result = lint_paths([path], LintOptions(scheduler="kubernetes", scheduler_cfg={"flavor": "trainjob"}))
+    assert sorted((d.path, d.line) for d in result.diagnostics) == sorted([
+        ("roles[1]", line_of(path, "- name: parameter_server")), ("roles[2]", line_of(path, "- name: reader")),
+        ("roles[0].max_retries", line_of(path, "max_retries: 2")),
+        ("roles[0].port_map.tensorboard", line_of(path, "tensorboard: 6006"))])
+    assert all(d.code == "TS601" for d in result.diagnostics)
+
+
+def test_a_kubeflow_flavor_lints_what_it_can_run_against_its_crd(tmp_path) -> None:
+    text = """\
+        name: ddp
+        roles:
+          - name: trainer
+            image: ghcr.io/acme/train:1
+            entrypoint: bash
+            args:
+              - -c
+              - torchrun --nnodes 2 --nproc_per_node 4 --rdzv_endpoint $${${rank0_env}}:29500 train.py
+            num_replicas: 2
+            port_map: {c10d: 29500}
+            metadata:
+              kubernetes.pod_patch:
+                spec:
+                  hostNetwork: true
+        """
+    result, path = lint(tmp_path, text, scheduler="kubernetes", scheduler_cfg="flavor=pytorchjob,queue=team-a")
+    assert result.diagnostics == [] and result.notes == []
+    result, path = lint(tmp_path, text, scheduler="kubernetes", scheduler_cfg="flavor=trainjob")
+    d, = result.diagnostics
+    assert (d.code, d.path, d.line) == ("TS601", "roles[0].metadata.kubernetes.pod_patch.spec.hostNetwork",
+                                        line_of(path, "hostNetwork"))
+    assert "runtime patch cannot" in d.message
+
+
+def test_cli_lint_reports_what_trainjob_cannot_carry_with_positions() -> None:
+    r = run_cli("lint", "--scheduler", "kubernetes", "-c", "flavor=trainjob", "examples/trainer_ps_reader.yaml")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.count("TS601") == 4 and "trainer_ps_reader.yaml:68" in r.stdout

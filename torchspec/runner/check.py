@@ -175,7 +175,12 @@ class SchedulerCheck:
         try:
             info = self._runner.dryrun(build_app(doc.rendered), self.name, dict(self.cfg))
         except ValueError as e:
-            out.append(self._refusal(doc, str(e)))
+            problems = getattr(e, "problems", ())
+            if problems:  # every field the scheduler cannot carry, each at its own line
+                hint = getattr(e, "hint", None)
+                out.extend(self._refusal(doc, message, tuple(path), hint) for path, message in problems)
+            else:
+                out.append(self._refusal(doc, str(e)))
             return
         except BackendError as e:
             self.disabled = True
@@ -187,11 +192,12 @@ class SchedulerCheck:
             self._pending[key] = (doc, out)
             self.request_check.add(key, info.request, doc.rendered)
 
-    def _refusal(self, doc: "LoadedDocument", message: str) -> Diagnostic:
+    def _refusal(self, doc: "LoadedDocument", message: str, path: tuple[Any, ...] = (),
+                 hint: str | None = None) -> Diagnostic:
+        """A TS601 at ``path`` where the refusal gives one, else at the role the message names."""
         roles = (doc.rendered.get("roles") or []) if doc.rendered else []
-        index = _named_role(message, [str(r.get("name", "")) for r in roles],
-                            [str(r.get("image", "")) for r in roles])
-        path: tuple[Any, ...] = ()
+        index = None if path else _named_role(message, [str(r.get("name", "")) for r in roles],
+                                              [str(r.get("image", "")) for r in roles])
         if index is not None:
             path = ("roles", index)
             metadata = roles[index].get("metadata") or {}
@@ -199,7 +205,7 @@ class SchedulerCheck:
             if key is not None:
                 path += ("metadata", key)
         d = doc.source.diagnostic(REFUSES, f"the {self.name} scheduler refuses this spec: {message}", path,
-                                  f"see the request with: torchspec dryrun -s {self.name} FILE", key=True)
+                                  hint or f"see the request with: torchspec dryrun -s {self.name} FILE", key=True)
         _redact(d, doc)
         return d
 

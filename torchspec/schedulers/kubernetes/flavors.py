@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
-from torchspec.schedulers.kubernetes import job, jobset, volcano
+from torchspec.schedulers.kubernetes import job, jobset, pytorchjob, trainjob, volcano
 from torchspec.schedulers.kubernetes.flavor import Flavor
 
-FLAVOR_TABLE: Dict[str, Flavor] = {f.name: f for f in (job.FLAVOR, jobset.FLAVOR, volcano.FLAVOR)}
+FLAVOR_TABLE: Dict[str, Flavor] = {f.name: f for f in (job.FLAVOR, jobset.FLAVOR, volcano.FLAVOR, pytorchjob.FLAVOR,
+                                                       trainjob.FLAVOR)}
 #: The values ``-c flavor=`` takes.
 FLAVORS: Tuple[str, ...] = tuple(FLAVOR_TABLE)
 

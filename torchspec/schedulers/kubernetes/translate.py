@@ -26,11 +26,13 @@ from torchspec.schedulers.kubernetes.names import AppRef, is_label_value, is_qua
 from torchspec.schedulers.kubernetes.options import check_run_options, flavor_name, parse_version
 from torchspec.schedulers.kubernetes.states import (
     CAP_GPU_RESOURCE,
+    DEFAULT_FLAVOR,
     DEFAULT_GPU_RESOURCE,
     ENV_JOB_COMPLETION_INDEX,
     ENV_NAMESPACE,
     LABEL_APP_ID,
     LABEL_FLAVOR,
+    LABEL_KUEUE_PRIORITY,
     LABEL_KUEUE_QUEUE,
     LABEL_ROLE_NAME,
     LABEL_SESSION,
@@ -94,22 +96,23 @@ def _substitute(value: str, values: macros.Values) -> str:
         .replace(_NAMESPACE_SENTINEL, NAMESPACE_REF)
 
 
-def full_app_id(name: str, context: Optional[str]) -> str:
+def full_app_id(name: str, context: Optional[str], flavor: Optional[str] = None) -> str:
     """The app id ``schedule`` returns, as a pod's env and args get it (``${app_id}``, ``TORCHSPEC_APP_ID``):
-    ``[CONTEXT:]$(TORCHSPEC_NAMESPACE):NAME``, the namespace filled in by Kubernetes from the pod's own.
+    ``[CONTEXT:]$(TORCHSPEC_NAMESPACE):NAME[@FLAVOR]``, the namespace filled in by Kubernetes from the pod's own.
 
     The runner sets ``TORCHSPEC_JOB_ID`` to ``kubernetes://SESSION/${app_id}``, so this is what makes
     that variable the handle ``status`` and ``cancel`` take.  A context is known at dry run (it is a run
     option); the namespace may not be (a dry run may be applied with ``kubectl apply -n``), hence the
     reference rather than a value.
     """
-    return _escape_refs(_app_id_macro(name, context)).replace(_NAMESPACE_SENTINEL, NAMESPACE_REF)
+    return _escape_refs(_app_id_macro(name, context, flavor)).replace(_NAMESPACE_SENTINEL, NAMESPACE_REF)
 
 
-def _app_id_macro(name: str, context: Optional[str]) -> str:
+def _app_id_macro(name: str, context: Optional[str], flavor: Optional[str] = None) -> str:
     """What ``${app_id}`` is substituted with before :func:`_substitute` escapes the result and turns
-    the namespace's sentinel into a reference."""
-    return str(AppRef(name=name, namespace=_NAMESPACE_SENTINEL, context=context))
+    the namespace's sentinel into a reference.  The flavor is in the id unless it is the default one."""
+    return str(AppRef(name=name, namespace=_NAMESPACE_SENTINEL, context=context,
+                      flavor=None if flavor in (None, DEFAULT_FLAVOR) else flavor))
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -257,14 +260,15 @@ def _container(role: Role, key: str, app_id: str, flavor: Flavor, cfg: Mapping[s
                volume_mounts: List[Obj], privileged: bool) -> Obj:
     """The role's one container; ``entrypoint`` has its macros filled in already."""
     context = str(cfg["context"]) if cfg.get("context") else None
-    values = macros.Values(img_root="", app_id=_app_id_macro(app_id, context),
+    values = macros.Values(img_root="", app_id=_app_id_macro(app_id, context, flavor.name),
                            replica_id=_REPLICA_SENTINEL, rank0_env=ENV_RANK0_HOST)
     container: Obj = {
         "name": key,
         "image": role.image,
         "command": [_escape_refs(entrypoint)],
         "args": [_substitute(arg, values) for arg in role.args],
-        "env": _env(role, full_app_id(app_id, context), flavor, flavor.replica_host(app_id, key, 0), values),
+        "env": _env(role, full_app_id(app_id, context, flavor.name), flavor, flavor.replica_host(app_id, key, 0),
+                    values),
         "resources": _resources(role),
         "volumeMounts": volume_mounts,
     }
@@ -389,6 +393,14 @@ def _role_keys(app: AppDef, app_id: str) -> Dict[str, str]:
     return keys
 
 
+def _kueue_labels(cfg: Mapping[str, CfgVal]) -> Dict[str, str]:
+    """The labels Kueue reads on the object it admits: the LocalQueue, and the workload's priority class."""
+    labels = {LABEL_KUEUE_QUEUE: str(cfg["queue"])}
+    if cfg.get("priority"):
+        labels[LABEL_KUEUE_PRIORITY] = str(cfg["priority"])
+    return labels
+
+
 def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, session_name: str) -> KubernetesRequest:
     """The whole request for ``app`` under a resolved ``cfg``; talks to no cluster."""
     if not app.roles:
@@ -400,16 +412,15 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, session_
     namespace = str(cfg["namespace"]) if cfg.get("namespace") else None
     queue = str(cfg["queue"]) if cfg.get("queue") else None
     keys = _role_keys(app, app_id)
-    labels = app_labels(app_id, flavor.name, session_name)
-    if queue and flavor.kueue:
-        labels[LABEL_KUEUE_QUEUE] = queue
+    run_app = flavor.adapt(app, cfg)
     build = Build(app=app, app_id=app_id, keys=keys,
                   templates={role.name: pod_template(role, app_id, flavor.name, cfg, session_name)
-                             for role in app.roles},
+                             for role in run_app.roles},
                   k8s_version=k8s_version, ttl=int(ttl) if ttl is not None else None,  # type: ignore[arg-type]
                   queue=queue, priority_class=str(cfg["priority_class"]) if cfg.get("priority_class") else None,
-                  namespace=namespace, labels=labels)
-    notes = retry_notes(app, flavor.name, k8s_version)
+                  namespace=namespace, labels=app_labels(app_id, flavor.name, session_name),
+                  kueue_labels=_kueue_labels(cfg) if queue and flavor.kueue else {}, options=cfg, run_app=run_app)
+    notes = retry_notes(app, flavor.name, k8s_version) + flavor.notes(build)
     notes.append(f"${{rank0_env}} names {ENV_RANK0_HOST}: "
                  + ", ".join(f"{r.name} -> {flavor.replica_host(app_id, keys[r.name], 0)}" for r in app.roles))
     return KubernetesRequest(app_id=app_id, namespace=namespace, flavor=flavor.name, objects=flavor.build(build),
