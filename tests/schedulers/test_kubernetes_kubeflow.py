@@ -12,7 +12,9 @@ from torchspec import specs
 from torchspec.components import find_component
 from torchspec.errors import AppRefusedError
 from torchspec.loader import load_app
+from torchspec.schedulers.kubernetes.flavors import CARRY_ROWS, FLAVOR_TABLE, carry_table
 from torchspec.schedulers.kubernetes.names import AppRef
+from torchspec.schedulers.kubernetes.options import run_options_table
 from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
 from torchspec.schedulers.kubernetes.torchrun import find_launch
 from torchspec.schedulers.kubernetes.translate import KubernetesRequest
@@ -317,3 +319,10 @@ def test_the_validator_is_strict_about_the_kubeflow_crds() -> None:
     assert validate_manifests([trainjob], VERSIONS, CRDS) == [
         f"TrainJob {trainjob['metadata']['name']} trainer[0] pod template (1.25): spec.volumes.1: Additional"
         " properties are not allowed ('image' was unexpected)"]
+
+
+def test_the_readme_shows_what_each_flavor_carries_and_the_run_options() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert all(set(f.carries) == {key for key, _ in CARRY_ROWS} for f in FLAVOR_TABLE.values())
+    for table in (carry_table(), run_options_table()):  # generated, so they cannot drift
+        assert "\n".join("  " + line for line in table.splitlines()) in readme

@@ -104,7 +104,7 @@ class Refusal:
 def refuse(flavor: str, refusals: Sequence[Refusal], hint: str) -> None:
     """Raise one :class:`AppRefusedError` naming every refusal (lint reports each at its place); nothing if none."""
     if refusals:
-        raise AppRefusedError(f"flavor {flavor} cannot run this app: " + "; ".join(r.message for r in refusals),
+        raise AppRefusedError(f"flavor {flavor}: " + "; ".join(r.message for r in refusals),
                               hint, problems=tuple((r.path, r.message) for r in refusals))
 
 

@@ -82,6 +82,12 @@ class JobFlavor(Flavor):
     plural = "jobs"
     custom = False
     subdomain = True  # with the Indexed Job's hostname {job}-{k}: {job}-{k}.{app_id}
+    carries = {
+        "needs": "nothing", "roles": "any number (a Job each)", "entrypoint": "any",
+        "elastic": "no: starts `num_replicas`", "retries": "backoffLimit(PerIndex) per Job",
+        "ports": "yes", "mounts": "yes", "pod_patch": "yes", "replica_id": "yes",
+        "queue": "Kueue, each Job on its own (suspended)",
+    }
 
     def build(self, b: Build) -> List[Obj]:
         objects = [_service(b)]

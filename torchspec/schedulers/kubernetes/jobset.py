@@ -37,6 +37,12 @@ class JobSetFlavor(Flavor):
     api_version = "jobset.x-k8s.io/v1alpha2"
     kind = "JobSet"
     plural = "jobsets"
+    carries = {
+        "needs": "JobSet", "roles": "any number (a replicated Job each)", "entrypoint": "any",
+        "elastic": "no: starts `num_replicas`", "retries": "failurePolicy: the whole app restarts",
+        "ports": "yes", "mounts": "yes", "pod_patch": "yes", "replica_id": "yes",
+        "queue": "Kueue, the whole app (spec.suspend)",
+    }
 
     def replica_host(self, app_id: str, key: str, k: int) -> str:
         return f"{app_id}-{key}-0-{k}.{app_id}"  # {jobset}-{replicated job}-{job index}-{pod index}

@@ -21,6 +21,7 @@ from torchspec.schedulers.kubernetes.names import (
 )
 from torchspec.schedulers.kubernetes.states import DEFAULT_FLAVOR, DEFAULT_RUNTIME
 from torchspec.specs import CfgVal, runopts
+from torchspec.specs.runopts import get_type_name
 
 #: Run options that only some flavors take (each flavor lists its own in ``Flavor.takes``).
 FLAVOR_OPTIONS = ("ttl", "priority_class", "priority", "runtime", "clean_pod_policy", "active_deadline",
@@ -155,3 +156,16 @@ def _check_flavor_options(cfg: Mapping[str, CfgVal], flavor: str) -> None:
     deadline = cfg.get("active_deadline")
     if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, int) or deadline <= 0):
         raise AppRefusedError(f"run option active_deadline={deadline!r} must be a number of seconds, 1 or more")
+
+
+def run_options_table() -> str:
+    """The run options as the README's markdown table (a test keeps them equal): each option's type, default,
+    the flavors that take it, and its help."""
+    lines = ["| option | type | default | flavors | what it does |", "| --- | --- | --- | --- | --- |"]
+    for name, opt in kubernetes_run_opts():
+        takers = [f.name for f in FLAVOR_TABLE.values() if name not in FLAVOR_OPTIONS or name in f.takes]
+        flavors = "all" if len(takers) == len(FLAVOR_TABLE) else ", ".join(takers)
+        default = "" if opt.default in (None, False) else f"`{opt.default}`"
+        kind = get_type_name(opt.opt_type).replace("typing.List", "list")
+        lines.append(f"| `{name}` | {kind} | {default} | {flavors} | {opt.help} |")
+    return "\n".join(lines)

@@ -110,10 +110,11 @@ class PyTorchJobFlavor(Flavor):
     template_paths = {"Master": "spec.pytorchReplicaSpecs.Master.template",
                       "Worker": "spec.pytorchReplicaSpecs.Worker.template"}
     carries = {
-        "roles": "one", "entrypoint": "torchrun only (its rendezvous options become the operator's)",
-        "elastic": "yes: elasticPolicy (c10d at the Master)", "retries": "restartPolicy OnFailure + backoffLimit",
-        "ports": "yes (the rendezvous one is pytorchjob-port)", "mounts": "yes", "pod_patch": "yes",
-        "replica_id": "args only ($(RANK)); not in env values", "queue": "Kueue (runPolicy.suspend)",
+        "needs": "Kubeflow Training Operator (v1.7+)", "roles": "one; more are refused",
+        "entrypoint": "torchrun only, else refused; its rendezvous options become the operator's",
+        "elastic": "yes: elasticPolicy, c10d at the Master", "retries": "restartPolicy OnFailure + backoffLimit",
+        "ports": "yes; the rendezvous one becomes `pytorchjob-port`", "mounts": "yes", "pod_patch": "yes",
+        "replica_id": "args: the operator's `$(RANK)`; env values: refused", "queue": "Kueue (runPolicy.suspend)",
     }
 
     def index_env(self) -> List[Obj]:

@@ -35,8 +35,8 @@ MANAGER = "torchspec.dev/torchspec"
 POD_FIELDS = ("affinity", "imagePullSecrets", "initContainers", "nodeSelector", "schedulingGates", "securityContext",
               "serviceAccountName", "terminationGracePeriodSeconds", "tolerations", "volumes")
 CONTAINER_FIELDS = ("volumeMounts", "securityContext")
-_HINT = ("a TrainJob runs one role the runtime's way: use -c flavor=jobset for several roles, -c flavor=pytorchjob"
-         " for an elastic torchrun role, job or jobset for what a runtime cannot take")
+_HINT = ("a TrainJob runs one role the runtime's way: use -c flavor=jobset (several roles, retries, ports),"
+         " pytorchjob (a torchrun role: elastic, retries) or job")
 
 
 def _pod_patch_refusals(role: Role) -> List[Refusal]:
@@ -97,9 +97,10 @@ class TrainJobFlavor(Flavor):
     takes = ("priority", "runtime", "active_deadline")
     template_paths = {"trainer": "spec.trainer"}
     carries = {
-        "roles": "one", "entrypoint": "any (torchrun's rendezvous options become the runtime's)",
-        "elastic": "no", "retries": "no (the runtime's)", "ports": "no (a torchrun rendezvous port is the runtime's)",
-        "mounts": "yes (runtimePatches)", "pod_patch": "only the fields runtimePatches takes",
+        "needs": "Kubeflow Trainer (v2.3+) and the runtime", "roles": "one; more are refused",
+        "entrypoint": "any; torchrun's rendezvous options become the runtime's", "elastic": "refused",
+        "retries": "refused: they are the runtime's", "ports": "refused (a torchrun rendezvous port is the runtime's)",
+        "mounts": "yes (runtimePatches)", "pod_patch": "the fields runtimePatches takes; others refused",
         "replica_id": "yes", "queue": "Kueue (spec.suspend)",
     }
 

@@ -53,6 +53,12 @@ class VolcanoFlavor(Flavor):
     plural = "jobs"
     kueue = False  # the queue run option is the Volcano queue
     takes = ("ttl", "priority_class")  # Kueue does not manage Volcano Jobs: no Kueue priority
+    carries = {
+        "needs": "Volcano", "roles": "any number (a task each)", "entrypoint": "any",
+        "elastic": "no: gang of `num_replicas`", "retries": "policies: RestartJob, RestartTask, RestartPod",
+        "ports": "yes", "mounts": "yes", "pod_patch": "yes", "replica_id": "yes",
+        "queue": "the Volcano queue (spec.queue)",
+    }
     scheduler_name = "volcano"
 
     def index_env(self) -> List[Obj]:
