@@ -497,3 +497,12 @@ def test_cli_lint_reports_what_trainjob_cannot_carry_with_positions() -> None:
     r = run_cli("lint", "--scheduler", "kubernetes", "-c", "flavor=trainjob", "examples/trainer_ps_reader.yaml")
     assert r.returncode == 1, r.stdout + r.stderr
     assert r.stdout.count("TS601") == 4 and "trainer_ps_reader.yaml:68" in r.stdout
+
+
+@pytest.mark.parametrize("flavor", ["pytorchjob", "trainjob"])
+def test_every_example_passes_a_kubeflow_flavor_or_is_refused_at_its_lines(flavor: str) -> None:
+    plain = [str(p) for p in EXAMPLES.rglob("*") if p.suffix in (".yaml", ".toml", ".json")]
+    result = lint_paths(plain, LintOptions(scheduler="kubernetes", scheduler_cfg={"flavor": flavor}))
+    assert result.notes == []
+    assert all(d.code == "TS601" and d.line and d.path.startswith("roles[") for d in result.diagnostics)
+    assert len({d.file for d in result.diagnostics}) < len(result.files)  # some examples run as they are

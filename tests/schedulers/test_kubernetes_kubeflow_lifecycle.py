@@ -11,7 +11,7 @@ import pathlib
 import sys
 import threading
 import time
-from typing import Any, Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 import pytest
 
@@ -43,6 +43,16 @@ def ddp(j: str = "3x2", **params: str) -> specs.AppDef:
 def runtime(apiserver: FakeApiServer) -> None:
     """The torch-distributed ClusterTrainingRuntime, installed as Kubeflow Trainer ships it."""
     apiserver.create(*RUNTIME_API, None, TORCH_DISTRIBUTED)
+
+
+def followed_while(kubelet: Callable[[], None], sched: KubernetesScheduler, app_id: str) -> list[str]:
+    """Replica train/1's log, followed while ``kubelet`` (in a thread) writes it and ends it."""
+    writer = threading.Thread(target=kubelet)
+    writer.start()
+    try:
+        return list(sched.log_iter(app_id, "train", 1, should_tail=True))
+    finally:
+        writer.join()
 
 
 def replicas(desc: Any) -> list[Tuple[int, AppState, str]]:
@@ -99,7 +109,12 @@ def test_a_failing_replica_restarts_then_fails_the_pytorchjob(sched: KubernetesS
     operator = TrainingOperator(apiserver)
     operator.reconcile(name)
     operator.running(name)
-    operator.restart(name, 2, exit_code=3)  # worker 1, restartPolicy OnFailure
+    apiserver.append_log(NS, f"{name}-worker-1", "step 1\nloss is NaN\n")
+    operator.restart(name, 2, exit_code=3)  # worker 1, restartPolicy OnFailure: its container, in the same pod
+    apiserver.append_log(NS, f"{name}-worker-1", "step 1 again\n")
+    assert list(sched.log_iter(app_id, "train", 2)) == [
+        "step 1\n", "loss is NaN\n", "--- torchspec: restart 1 of replica train/2 ---\n", "step 1 again\n"]
+    assert list(sched.log_iter(app_id, "train", 2, regex="step")) == ["step 1\n", "step 1 again\n"]
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == AppState.RUNNING
     assert desc.msg == f"pytorchjob is restarting: PyTorchJob {name} is restarting because 1 Worker replica(s) failed."
@@ -189,11 +204,7 @@ def test_logs_follow_a_replica_until_it_ends(flavor: str, sched: KubernetesSched
             apiserver.append_log(NS, pods[1], f"epoch {i}\n")
         apiserver.set_pod_phase(NS, pods[1], "Succeeded", exit_code=0)
 
-    writer = threading.Thread(target=kubelet)
-    writer.start()
-    followed = list(sched.log_iter(app_id, "train", 1, should_tail=True))
-    writer.join()
-    assert followed == ["epoch 0\n", "epoch 1\n", "epoch 2\n"]
+    assert followed_while(kubelet, sched, app_id) == ["epoch 0\n", "epoch 1\n", "epoch 2\n"]
 
 
 # ----------------------------------------------------------------------------
@@ -275,3 +286,22 @@ def test_a_suspended_app_with_pods_left_reads_pending_not_running(sched: Kuberne
                           {"spec": {"runPolicy": {"suspend": True}}})
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == AppState.PENDING and "suspended" in desc.msg
+
+
+def test_logs_follow_a_pytorchjob_replica_through_a_restart_in_place(sched: KubernetesScheduler,
+                                                                     apiserver: FakeApiServer) -> None:
+    app_id = sched.submit(ddp("2x1", max_retries="2"), {"flavor": "pytorchjob"})
+    operator = TrainingOperator(apiserver)
+    pods = operator.reconcile(name_of(app_id))
+    operator.running(name_of(app_id))
+    apiserver.append_log(NS, pods[1], "epoch 0\n")
+
+    def kubelet() -> None:
+        time.sleep(0.3)
+        operator.restart(name_of(app_id), 1, exit_code=1)
+        time.sleep(0.3)
+        apiserver.append_log(NS, pods[1], "epoch 0 again\n")
+        apiserver.set_pod_phase(NS, pods[1], "Succeeded", exit_code=0)
+
+    assert followed_while(kubelet, sched, app_id) == [
+        "epoch 0\n", "--- torchspec: restart 1 of replica train/1 ---\n", "epoch 0 again\n"]

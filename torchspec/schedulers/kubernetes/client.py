@@ -244,9 +244,12 @@ class Cluster:
     # -- pods -------------------------------------------------------------------
 
     def pod_lines(self, namespace: str, pod: str, since: Optional[datetime], follow: bool,
-                  context: Optional[str]) -> Iterator[Tuple[Optional[datetime], str]]:
-        """``(time, line)`` of one pod's current container, read with the kubelet's timestamps."""
-        kwargs: Dict[str, Any] = {"timestamps": True, "follow": follow, "_preload_content": False}
+                  context: Optional[str], previous: bool = False) -> Iterator[Tuple[Optional[datetime], str]]:
+        """``(time, line)`` of one pod's current container (``previous``: the one before it, which the
+        kubelet keeps after restarting a container in place), read with the kubelet's timestamps."""
+        kwargs: Dict[str, Any] = {"timestamps": True, "follow": follow and not previous, "_preload_content": False}
+        if previous:
+            kwargs["previous"] = True
         if since is not None:
             kwargs["since_seconds"] = max(1, int(time.time() - since.timestamp()) + 1)
         try:
