@@ -63,7 +63,7 @@ _MEANING = {
     ExitCode.APP_CANCELLED: "the app was CANCELLED (`wait`, `submit --wait/--log`), or removed while `wait` "
                             "watched it (a cancel on docker or kubernetes removes the app)",
     ExitCode.BACKEND: "the scheduler's backend cannot be reached or refused the request: no Docker engine, an image "
-                      "that cannot be found or pulled, a network that does not exist",
+                      "that cannot be found or pulled, a network that does not exist, a damaged `local` app folder",
     ExitCode.TIMEOUT: "`wait --timeout` ran out before the app ended",
     ExitCode.INTERRUPTED: "interrupted with Ctrl-C (the app keeps running; `torchspec cancel` stops it)",
 }
