@@ -32,7 +32,7 @@ from torchspec.schedulers.api import (
 )
 from torchspec.schedulers.local.logs import OutputParser, parse_log_line, replica_finished
 from torchspec.schedulers.local.options import DEFAULT_KILL_GRACE_S, local_run_opts
-from torchspec.schedulers.local.processes import kill_groups, pid_alive
+from torchspec.schedulers.local.processes import kill_orphans, pid_alive
 from torchspec.schedulers.local.state import (
     damaged,
     end_replicas,
@@ -275,7 +275,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
                 return
             except ProcessLookupError:
                 pass  # it died just now: stop the replicas from here
-        kill_groups(running_groups(state), _kill_grace_s(app_dir))
+        kill_orphans(running_groups(state), _kill_grace_s(app_dir), app_id)
 
         def cancelled(state: Dict[str, Any]) -> None:
             end_replicas(state, "CANCELLED")
@@ -416,7 +416,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         def mark_failed(current: Dict[str, Any]) -> None:
             if self._supervisor_alive(app_dir, current):
                 return
-            kill_groups(running_groups(current), 1.0)
+            kill_orphans(running_groups(current), 1.0, os.path.basename(app_dir))
             supervisor_died(current, app_dir)
 
         return update_state(app_dir, mark_failed)
