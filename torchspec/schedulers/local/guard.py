@@ -87,7 +87,8 @@ def _guard(supervisor: int, app_dir: str) -> int:
     except StateError as e:
         _say(f"{e}")
         state = None
-    unfinished = state is None or state.get("state") not in TERMINAL
+    # no state: damaged (stop everything), or the folder is gone (`delete` after the app ended: nothing to do)
+    unfinished = state.get("state") not in TERMINAL if state is not None else os.path.isdir(app_dir)
     if unfinished:
         _say(f"the supervisor (pid {supervisor}) died{_how(status)}; stopping every process of the app")
     kill_strays()  # the app's processes, reparented to us; none when the supervisor ended the app
