@@ -149,6 +149,16 @@ class BackendError(TorchSpecError):
         self.hint = hint
 
 
+class StateError(BackendError):
+    """What a scheduler keeps on this machine cannot be read: a damaged ``local`` app folder.
+
+    A ``state.json`` that is not JSON (truncated, empty, garbage), a folder
+    where a file belongs, a file a newer torchspec wrote.  The message names
+    the file and what is wrong with it; the CLI exits 6, like any backend
+    that cannot answer.  ``list`` skips such an app with a warning instead.
+    """
+
+
 class SpecError(TorchSpecError):
     """A spec file could not be turned into an AppDef.
 
