@@ -33,6 +33,7 @@ from torchspec.schedulers.docker.labels import (
     META_WORKDIR,
 )
 from torchspec.schedulers.docker.options import pull_policy, stop_timeout
+from torchspec.schedulers.images import check_container_images
 from torchspec.schedulers.replicas import ENV_RANK0_HOST, dns_label, replica_env
 from torchspec.specs import AppDef, BindMount, CfgVal, DeviceMount, RetryPolicy, Role, VolumeMount, macros
 from torchspec.version import __version__
@@ -404,6 +405,7 @@ def app_to_job(
     """The whole request for ``app`` under a resolved ``cfg``; talks to no engine."""
     _check_roles(app, app_id)
     pull = pull_policy(cfg)
+    check_container_images(app, "docker")
     network = str(cfg.get("network") or "")
     create_network = not network
     network = network or f"torchspec-{app_id}"

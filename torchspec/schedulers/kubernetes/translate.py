@@ -40,6 +40,7 @@ from torchspec.schedulers.kubernetes.states import (
     REPLICA_ID_REF,
     Obj,
 )
+from torchspec.schedulers.images import check_container_images
 from torchspec.schedulers.kubernetes.validate import pod_problem
 from torchspec.schedulers.replicas import ENV_APP_ID, ENV_NUM_REPLICAS, ENV_RANK0_HOST, ENV_REPLICA_ID, ENV_ROLE_NAME
 from torchspec.specs import AppDef, BindMount, CfgVal, DeviceMount, RetryPolicy, Role, VolumeMount, macros
@@ -394,6 +395,7 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, session_
     if not app.roles:
         raise AppRefusedError(f"app {app.name!r} has no roles")
     check_run_options(cfg)
+    check_container_images(app, "kubernetes")
     flavor = FLAVOR_TABLE[flavor_name(cfg)]
     k8s_version = parse_version(str(cfg.get("k8s_version") or ""))
     ttl = cfg.get("ttl")
