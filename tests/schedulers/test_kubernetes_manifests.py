@@ -214,18 +214,19 @@ def test_job_flavor_is_indexed_jobs_and_a_headless_service() -> None:
 
 
 def test_macros_become_kubernetes_references() -> None:
-    r = role(args=["--rank=${replica_id}", "--id=${app_id}", "--master=$${${rank0_env}}", "$(date)", "$$x"],
-             env={"RANK": "${replica_id}", "JOB": "kubernetes://s/${app_id}", "RAW": "$(HOME)"})
+    r = role(args=["--rank=${replica_id}", "--id=${app_id}", "--master=$${${rank0_env}}", "$(date)", "$$x",
+                   "a$$$$b$$"],
+             env={"RANK": "${replica_id}", "JOB": "kubernetes://s/${app_id}", "RAW": "$(HOME)", "TWO": "$$$$"})
     request = render(app_of(r))
     c = container(request.objects[1])
     # ${app_id} is the id the handle carries, NAMESPACE:NAME, the namespace the pod's own
     full_id = f"$(TORCHSPEC_NAMESPACE):{request.app_id}"
     assert c["args"] == ["--rank=$(TORCHSPEC_REPLICA_ID)", f"--id={full_id}", "--master=${TORCHSPEC_RANK0_HOST}",
-                         "$$(date)", "$x"]
+                         "$$(date)", "$x", "a$$$b$"]  # Kubernetes reads "$$" as "$": a literal one is doubled
     env = env_of(c)
     assert env["RANK"] == "$(TORCHSPEC_REPLICA_ID)"
     assert env["JOB"] == f"kubernetes://s/{full_id}"
-    assert env["RAW"] == "$$(HOME)"
+    assert env["RAW"] == "$$(HOME)" and env["TWO"] == "$$$"  # the kubelet reads "$$" + a last "$": "$$"
     names = [e["name"] for e in c["env"]]
     assert names.index("TORCHSPEC_REPLICA_ID") < names.index("RANK")  # $(VAR) sees only earlier variables
     assert names.index("TORCHSPEC_NAMESPACE") < min(names.index("JOB"), names.index("TORCHSPEC_APP_ID"))

@@ -80,11 +80,19 @@ class KubernetesRequest:
 
 _REPLICA_SENTINEL = "\x00torchspec-replica-id\x00"
 _NAMESPACE_SENTINEL = "\x00torchspec-namespace\x00"
+#: a ``$`` that Kubernetes' expansion would not pass through as it is
+_DOLLAR_KUBERNETES_READS = re.compile(r"\$(?=[$(])")
 
 
 def _escape_refs(text: str) -> str:
-    """Keep a ``$(...)`` the user wrote literal: Kubernetes would otherwise expand it from the env."""
-    return text.replace("$(", "$$(")
+    """Keep every ``$`` the user wrote literal in a command, args or env value.
+
+    Kubernetes expands ``$(NAME)`` from the env there, and reads ``$$`` as an
+    escaped ``$`` (a script ``a$$b.py`` would run as ``a$b.py``); any other
+    ``$`` passes through.  So a ``$`` before ``(`` or ``$`` is doubled, and only
+    those: ``${VAR}`` for the shell stays as it is.
+    """
+    return _DOLLAR_KUBERNETES_READS.sub("$$", text)
 
 
 def _substitute(value: str, values: macros.Values) -> str:
