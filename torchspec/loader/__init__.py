@@ -257,15 +257,20 @@ def _load_document(doc: Document, options: LoadOptions, values_file: ValuesFile 
 
 
 def redact(diagnostics: list[Diagnostic], env_read: list[str]) -> None:
-    """Never show what env() read: a spec from a pull request must not print CI secrets into annotations."""
-    secrets = sorted({os.environ[n] for n in env_read if len(os.environ.get(n, "")) >= 3}, key=len, reverse=True)
-    if not secrets:
-        return
+    """Never show what env() read: a spec from a pull request must not print CI secrets into annotations.
+
+    The value goes wherever the message or hint quotes it, as written or as
+    Python's repr or JSON write it (see :mod:`torchspec.redaction`); so does
+    the copy of the offending line that reporters draw a caret under.
+    """
+    from torchspec.redaction import redact_text
+
     for d in diagnostics:
-        for secret in secrets:
-            d.message = d.message.replace(secret, "<value from env()>")
-            if d.hint:
-                d.hint = d.hint.replace(secret, "<value from env()>")
+        d.message = redact_text(d.message, env_read)
+        if d.hint:
+            d.hint = redact_text(d.hint, env_read)
+        if d.source_line:
+            d.source_line = redact_text(d.source_line, env_read)
 
 
 def _checked(out: LoadedDocument, doc: Document, declared: dict[str, Any], sources: dict[Path, str],

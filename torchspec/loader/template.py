@@ -24,6 +24,7 @@ import threading
 from typing import Any, Iterator
 
 from torchspec.errors import did_you_mean
+from torchspec.redaction import ENV_READ, redact_text
 
 #: The largest string or list one ``*`` may build in a template.
 MAX_REPEAT = 100_000
@@ -43,22 +44,10 @@ def is_template(value: str) -> bool:
     return "{{" in value or "{%" in value or "{#" in value
 
 
-#: Every variable an ``env()`` call read in this process, so that what the CLI prints (render, dryrun) can
-#: hide their values: a spec from a pull request must not print CI secrets into a log.
-ENV_READ: set[str] = set()
-
-
 def redact_env(text: str) -> str:
-    """``text`` with the value of every variable ``env()`` read in this process replaced by ``<value from env(NAME)>``.
-
-    Values shorter than 3 characters are left (they would blank out digits
-    and words everywhere, and are no secrets).
-    """
-    values = sorted(((os.environ[n], n) for n in ENV_READ if len(os.environ.get(n, "")) >= 3),
-                    key=lambda pair: len(pair[0]), reverse=True)
-    for value, name in values:
-        text = text.replace(value, f"<value from env({name})>")
-    return text
+    """``text`` with the value of every variable ``env()`` read in this process replaced by
+    ``<value from env(NAME)>`` (see :mod:`torchspec.redaction`)."""
+    return redact_text(text)
 
 
 class RenderError(Exception):

@@ -335,9 +335,11 @@ def role_to_containers(
     submitting shell (``copy_env``), the role's env, the ``env`` run option,
     then torchspec's own variables; ``PYTHONUNBUFFERED=1`` where nobody set it.
     """
+    from torchspec.redaction import for_describe
     from torchspec.specs.convert import dump_app
 
-    role_json = json.dumps(dump_app(AppDef(name=app_id, roles=[role]))["roles"][0], separators=(",", ":"))
+    kept = for_describe(dump_app(AppDef(name=app_id, roles=[role]))["roles"][0])  # secrets hidden
+    role_json = json.dumps(kept, separators=(",", ":"))
     binds, volumes, devices = _mounts(role, cwd)
     _check_network(role, network)
     # only user-defined networks resolve container names; on host and none every replica is "localhost"
