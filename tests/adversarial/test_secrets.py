@@ -242,7 +242,8 @@ def test_redact_data_keeps_names_types_and_what_is_no_secret(monkeypatch: pytest
     shown = redaction.redact_data(role)
     assert shown is not role and role.args == [f"a {SECRETS['quoted']} b"]  # a copy: the app runs with the value
     assert shown.args == [f"a {SHOWN} b"] and shown.name == SHOWN and shown.retry_policy is specs.RetryPolicy.REPLICA
-    kept = redaction.for_describe({"name": SECRETS["quoted"], "roles": [{"name": "r", "env": {"T": SECRETS["quoted"]}}]})
+    kept = redaction.for_describe({"name": SECRETS["quoted"],
+                                   "roles": [{"name": "r", "env": {"T": SECRETS["quoted"]}}]})
     assert kept == {"name": SECRETS["quoted"], "roles": [{"name": "r", "env": {"T": SHOWN}}]}
     for written in (repr(SECRETS["quoted"]), json.dumps(SECRETS["quoted"]), ascii(SECRETS["quoted"])):
         assert redaction.redact_text(f"x {written} y") == f"x {written[0]}{SHOWN}{written[-1]} y"
