@@ -16,7 +16,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "torchspec"
 #: Lowest first.  A module may import its own layer and the layers below it, never one above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("torchspec", "torchspec.version", "torchspec.errors", "torchspec.exit_codes", "torchspec.codes",
-                    "torchspec.terminal", "torchspec.entry_points")),
+                    "torchspec.terminal", "torchspec.entry_points", "torchspec.redaction")),
     ("specs", ("torchspec.specs",)),
     ("loader", ("torchspec.loader", "torchspec.config", "torchspec.components")),
     ("lint", ("torchspec.lint", "torchspec.report")),

@@ -26,6 +26,29 @@ def test_example_lints_clean_and_renders(path: pathlib.Path) -> None:
     assert apps and all(app.roles for app in apps)
 
 
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("scheduler", ["local", "docker", "kubernetes"])
+def test_example_dry_runs(path: pathlib.Path, scheduler: str) -> None:
+    """Every example dry-runs on local (use_cwd: the TSM example's /home folders need not exist), and on
+    docker and kubernetes unless its images are folders (the local examples' `.`): those two refuse a
+    folder with TS603 and a hint, rather than write `image: .` into a container or a manifest."""
+    from torchspec.errors import AppRefusedError
+    from torchspec.runner import get_runner
+    from torchspec.schedulers.images import is_folder_image
+
+    cfg = {"use_cwd": True} if scheduler == "local" else {}
+    with get_runner() as runner:
+        for app in load_apps(str(path)):
+            folders = [r.name for r in app.roles if is_folder_image(r.image)]
+            assert folders in ([], [r.name for r in app.roles]), "an example runs on folders or on containers"
+            if folders and scheduler != "local":
+                with pytest.raises(AppRefusedError) as refused:
+                    runner.dryrun(app, scheduler, cfg)
+                assert refused.value.code == "TS603" and "-p image=" in str(refused.value.hint)
+            else:
+                assert app.name in str(runner.dryrun(app, scheduler, cfg))
+
+
 def test_hello_is_the_same_in_every_format() -> None:
     yaml_app, = load_apps(str(ROOT / "examples" / "hello.yaml"))
     assert load_apps(str(ROOT / "examples" / "hello.toml")) == [yaml_app]

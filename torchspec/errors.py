@@ -127,6 +127,14 @@ class AppRefusedError(UsageError, ValueError):
     #: the scheduler that refused, where the runner knows it (the CLI names it)
     scheduler: str | None = None
 
+    def __init__(self, message: str, hint: str | None = None, *, code: str | None = None,
+                 path: Sequence[PathPart] = ()) -> None:
+        super().__init__(message, hint)
+        #: the lint code ``lint --scheduler`` reports the refusal as (None: TS601 scheduler-refuses)
+        self.code = code
+        #: where in the spec the problem is, e.g. ``("roles", 0, "image")``, where the scheduler knows
+        self.path = tuple(path)
+
 
 class NotFoundError(UsageError, ValueError):
     """What a request names (an app, a role, a replica) does not exist.

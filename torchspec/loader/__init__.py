@@ -28,7 +28,7 @@ from torchspec.loader import params as params_mod
 from torchspec.loader.document import Document, Path
 from torchspec.loader.parsers import parse
 from torchspec.loader.source import FILES, MAX_FILE_BYTES, Source, detect_format, read_text
-from torchspec.loader.template import Renderer, RenderError, env_secrets, is_template
+from torchspec.loader.template import Renderer, RenderError, is_template
 from torchspec.loader.schema import types_at
 
 if TYPE_CHECKING:
@@ -270,13 +270,20 @@ def _load_document(doc: Document, options: LoadOptions, values_file: ValuesFile 
 
 
 def redact(diagnostics: list[Diagnostic], env_read: list[str]) -> None:
-    """Never show what env() read: a spec from a pull request must not print CI secrets into annotations."""
-    secrets = env_secrets(env_read)
+    """Never show what env() read: a spec from a pull request must not print CI secrets into annotations.
+
+    The value goes wherever the message or hint quotes it, as written or as
+    Python's repr or JSON write it (see :mod:`torchspec.redaction`); so does
+    the copy of the offending line that reporters draw a caret under.
+    """
+    from torchspec.redaction import redact_text
+
     for d in diagnostics:
-        for secret, _ in secrets:
-            d.message = d.message.replace(secret, "<value from env()>")
-            if d.hint:
-                d.hint = d.hint.replace(secret, "<value from env()>")
+        d.message = redact_text(d.message, env_read)
+        if d.hint:
+            d.hint = redact_text(d.hint, env_read)
+        if d.source_line:
+            d.source_line = redact_text(d.source_line, env_read)
 
 
 def _checked(out: LoadedDocument, doc: Document, declared: dict[str, Any], sources: dict[Path, str],

@@ -22,10 +22,11 @@ import os
 import re
 import signal
 import threading
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 from torchspec.errors import did_you_mean
 from torchspec.loader.source import FILES, Source
+from torchspec.redaction import ENV_READ, redact_text
 
 #: The largest string or list one ``*`` may build in a template.
 MAX_REPEAT = 100_000
@@ -45,30 +46,14 @@ def is_template(value: str) -> bool:
     return "{{" in value or "{%" in value or "{#" in value
 
 
-#: Every variable an ``env()`` call read in this process, so that what the CLI prints (render, dryrun) can
-#: hide their values: a spec from a pull request must not print CI secrets into a log.
-ENV_READ: set[str] = set()
 #: The files the renderer running in this context has read (imports, includes): see Renderer.dependencies.
 _READS: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("torchspec_template_reads", default=None)
 
 
-def env_secrets(names: Iterable[str]) -> list[tuple[str, str]]:
-    """``(value, name)`` of each variable in ``names`` whose value is treated as a secret, longest value first.
-
-    The one rule for what is secret (render, dryrun, lint's messages and
-    ``torchspec diff`` all use it): every value ``env()`` read.  Values
-    shorter than 3 characters are left (they would blank out digits and
-    words everywhere, and are no secrets).
-    """
-    values = {(os.environ[n], n) for n in names if len(os.environ.get(n, "")) >= 3}
-    return sorted(values, key=lambda pair: (-len(pair[0]), pair[1]))
-
-
 def redact_env(text: str) -> str:
-    """``text`` with the value of every variable ``env()`` read in this process replaced by ``<value from env(NAME)>``."""
-    for value, name in env_secrets(ENV_READ):
-        text = text.replace(value, f"<value from env({name})>")
-    return text
+    """``text`` with the value of every variable ``env()`` read in this process replaced by
+    ``<value from env(NAME)>`` (see :mod:`torchspec.redaction`)."""
+    return redact_text(text)
 
 
 class RenderError(Exception):

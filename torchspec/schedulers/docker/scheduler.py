@@ -42,6 +42,7 @@ from torchspec.schedulers.docker.translate import DockerJob, app_to_job
 from torchspec.schedulers.docker.views import AppView, ContainerView, DockerReplicaStatus
 from torchspec.schedulers.docker.watcher import start_watcher, watcher_log
 from torchspec.schedulers.docker.workspace import build_workspace_image
+from torchspec.schedulers.images import check_container_image
 from torchspec.schedulers.replicas import dns_label, make_app_id
 from torchspec.specs import (
     NONE,
@@ -324,6 +325,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         Files go to the image's working directory; ``.dockerignore`` in a
         project folder is honoured; symbolic links are copied as links.
         """
+        check_container_image(role, 0, "docker")  # the base image of the build: `FROM .` builds nothing
         ws = workspace if isinstance(workspace, Workspace) else Workspace.from_str(str(workspace))
         pull = str(cfg.get("pull") or "missing")
         role.image = build_workspace_image(self.client(), role.image, ws, pull, self.progress)

@@ -56,9 +56,10 @@ class Build:
 
 def role_json(role: Role) -> Obj:
     """The role as spec-file data, as ``describe`` rebuilds it."""
+    from torchspec.redaction import for_describe
     from torchspec.specs.convert import dump_app
 
-    return dump_app(AppDef(name="x", roles=[role]))["roles"][0]
+    return for_describe(dump_app(AppDef(name="x", roles=[role]))["roles"][0])
 
 
 def roles_annotation(app: AppDef) -> Dict[str, str]:

@@ -40,6 +40,7 @@ from torchspec.schedulers.kubernetes.states import (
     REPLICA_ID_REF,
     Obj,
 )
+from torchspec.schedulers.images import check_container_images
 from torchspec.schedulers.kubernetes.validate import pod_problem
 from torchspec.schedulers.replicas import ENV_APP_ID, ENV_NUM_REPLICAS, ENV_RANK0_HOST, ENV_REPLICA_ID, ENV_ROLE_NAME
 from torchspec.specs import AppDef, BindMount, CfgVal, DeviceMount, RetryPolicy, Role, VolumeMount, macros
@@ -79,11 +80,19 @@ class KubernetesRequest:
 
 _REPLICA_SENTINEL = "\x00torchspec-replica-id\x00"
 _NAMESPACE_SENTINEL = "\x00torchspec-namespace\x00"
+#: a ``$`` that Kubernetes' expansion would not pass through as it is
+_DOLLAR_KUBERNETES_READS = re.compile(r"\$(?=[$(])")
 
 
 def _escape_refs(text: str) -> str:
-    """Keep a ``$(...)`` the user wrote literal: Kubernetes would otherwise expand it from the env."""
-    return text.replace("$(", "$$(")
+    """Keep every ``$`` the user wrote literal in a command, args or env value.
+
+    Kubernetes expands ``$(NAME)`` from the env there, and reads ``$$`` as an
+    escaped ``$`` (a script ``a$$b.py`` would run as ``a$b.py``); any other
+    ``$`` passes through.  So a ``$`` before ``(`` or ``$`` is doubled, and only
+    those: ``${VAR}`` for the shell stays as it is.
+    """
+    return _DOLLAR_KUBERNETES_READS.sub("$$", text)
 
 
 def _substitute(value: str, values: macros.Values) -> str:
@@ -394,6 +403,7 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, session_
     if not app.roles:
         raise AppRefusedError(f"app {app.name!r} has no roles")
     check_run_options(cfg)
+    check_container_images(app, "kubernetes")
     flavor = FLAVOR_TABLE[flavor_name(cfg)]
     k8s_version = parse_version(str(cfg.get("k8s_version") or ""))
     ttl = cfg.get("ttl")

@@ -118,6 +118,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         """Accept roles without resources: a local process gets whatever the machine has."""
 
     def _submit_dryrun(self, app: AppDef, cfg: Dict[str, CfgVal]) -> AppDryRunInfo[LocalRequest]:
+        from torchspec.redaction import for_describe
         from torchspec.specs.convert import dump_app
 
         app_id = make_app_id(app.name)
@@ -136,7 +137,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
             device_count=_gpu_device_count() if wants_gpus else 0,
             index_dir=os.path.join(self.state_dir, APPS) if state_dir != self.state_dir else None,
         )
-        request.spec = dump_app(app)
+        request.spec = for_describe(dump_app(app))
         return AppDryRunInfo(request, str)
 
     def schedule(self, dryrun_info: AppDryRunInfo[LocalRequest]) -> str:

@@ -122,10 +122,11 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         """Accept roles without resources: Slurm then gives the partition's defaults."""
 
     def _submit_dryrun(self, app: AppDef, cfg: Dict[str, CfgVal]) -> AppDryRunInfo[SlurmBatchRequest]:
+        from torchspec.redaction import for_describe
         from torchspec.specs.convert import dump_app
 
         request = app_to_request(app, cfg, os.getcwd())
-        request.spec = dump_app(app)
+        request.spec = for_describe(dump_app(app))
         return AppDryRunInfo(request, str)
 
     def schedule(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest]) -> str:
