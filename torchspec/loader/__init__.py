@@ -50,6 +50,8 @@ class LoadOptions:
     max_file_bytes: int = MAX_FILE_BYTES
     #: lint mode: stand in for missing required params and do not build AppDefs
     lint: bool = False
+    #: unsaved editor buffers, path -> text: imported templates are read from here before the disk
+    overlays: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -241,13 +243,13 @@ def _load_document(doc: Document, options: LoadOptions, values_file: ValuesFile 
         return out
     out.params = resolved.values
     renderer = Renderer(resolved.values, os.path.dirname(os.path.abspath(doc.file)),
-                        doc.data.get("imports"), options.template_paths)
+                        doc.data.get("imports"), options.template_paths, options.overlays)
     sources: dict[Path, str] = {}
     try:
         with renderer.deadline():
             out.rendered = _render(doc.data, (), renderer, doc, out.diagnostics, sources)
     except RenderError as e:  # only the render clock raises out of _render
-        out.diagnostics.append(doc.diagnostic(e.code, e.message, (), e.hint))
+        out.diagnostics.append(_related(doc.diagnostic(e.code, e.message, (), e.hint), e))
         return out
     out.env_read = renderer.env_read
     try:
@@ -313,8 +315,8 @@ def _render(value: Any, path: Path, renderer: Renderer, doc: Document, diags: li
         try:
             rendered = renderer.render(value)
         except RenderError as e:
-            d = doc.diagnostic(e.code, e.message, path, e.hint)
-            if d.line is not None and e.line > 1:
+            d = _related(doc.diagnostic(e.code, e.message, path, e.hint), e)
+            if d.line is not None and e.line > 1 and not e.origin:
                 d.line += e.line - 1
                 d.source_line = doc.source_line(d.line)
             diags.append(d)
@@ -328,6 +330,15 @@ def _render(value: Any, path: Path, renderer: Renderer, doc: Document, diags: li
         return {k: (v if not path and k in _UNTEMPLATED else _render(v, path + (k,), renderer, doc, diags, sources))
                 for k, v in value.items()}
     return value
+
+
+def _related(d: Diagnostic, e: RenderError) -> Diagnostic:
+    """``d``, pointing also at the line of the imported template where ``e`` happened."""
+    if e.origin is not None:
+        from torchspec.errors import Related
+
+        d.related.append(Related(e.origin[0], e.origin[1], e.message))
+    return d
 
 
 def _words(names: set[str] | dict[str, Any]) -> re.Pattern[str] | None:

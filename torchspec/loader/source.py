@@ -32,13 +32,14 @@ def read_text(path: str, max_bytes: int = MAX_FILE_BYTES) -> tuple[str | None, D
     except OSError as e:
         return None, Diagnostic("TS001", f"cannot read the file: {e.strerror or e}", file=path)
     if len(data) > max_bytes:
-        return None, Diagnostic(
-            "TS002",
-            f"the file is larger than {max_bytes} bytes",
-            file=path,
-            hint="spec files are small; split the file, or raise the limit with --max-file-size",
-        )
+        return None, too_large(path, max_bytes)
     return decode(data, path)
+
+
+def too_large(path: str, max_bytes: int) -> Diagnostic:
+    """TS002: the file at ``path`` holds more than ``max_bytes`` bytes."""
+    return Diagnostic("TS002", f"the file is larger than {max_bytes} bytes", file=path,
+                      hint="spec files are small; split the file, or raise the limit with --max-file-size")
 
 
 def decode(data: bytes, path: str) -> tuple[str | None, Diagnostic | None]:

@@ -21,7 +21,7 @@ import os
 import re
 import signal
 import threading
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from torchspec.errors import did_you_mean
 
@@ -62,14 +62,20 @@ def redact_env(text: str) -> str:
 
 
 class RenderError(Exception):
-    """A template failed; ``line`` is the 1-based line inside the value, where known."""
+    """A template failed; ``line`` is the 1-based line inside the value, where known.
 
-    def __init__(self, code: str, message: str, hint: str | None = None, line: int = 1) -> None:
+    ``origin`` is ``(file, line)`` when the failure happened inside an imported
+    template file (a macro's body, a syntax error in the file).
+    """
+
+    def __init__(self, code: str, message: str, hint: str | None = None, line: int = 1,
+                 origin: tuple[str, int] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.hint = hint
         self.line = line
+        self.origin = origin
 
 
 class _EnvNotSet(Exception):
@@ -91,10 +97,14 @@ class Renderer:
         spec_dir: str,
         imports: dict[str, str] | None = None,
         template_paths: list[str] | tuple[str, ...] = (),
+        overlays: Mapping[str, str] | None = None,
     ) -> None:
         self.variables = variables
         self.roots = [os.path.realpath(spec_dir)] + [os.path.realpath(p) for p in template_paths]
         self.imports = dict(imports or {})
+        #: unsaved editor buffers (real path -> text) read instead of those files, inside the allowed folders only
+        self.overlays = {real: text for real, text in ((os.path.realpath(p), t) for p, t in (overlays or {}).items())
+                         if _inside(real, self.roots)}
         self.env_read: list[str] = []
         self._jinja: Any = None
         self._context: dict[str, Any] | None = None
@@ -185,7 +195,7 @@ class Renderer:
 
     def jinja(self) -> Any:
         if self._jinja is None:
-            self._jinja = _environment(tuple(self.roots))
+            self._jinja = _environment(tuple(self.roots), tuple(sorted(self.overlays.items())))
         return self._jinja
 
     def _template(self, source: str) -> Any:
@@ -204,6 +214,8 @@ class Renderer:
             return None
         for root in self.roots:
             real = os.path.realpath(os.path.join(root, path))
+            if real in self.overlays:
+                return self.overlays[real]
             if not _inside(real, self.roots) or not os.path.isfile(real):
                 continue
             if os.path.getsize(real) > MAX_TEMPLATE_BYTES:
@@ -236,9 +248,15 @@ class Renderer:
             raise
         except Exception as e:
             error = self._explain(e)
-            raise RenderError(error.code, f"import {alias!r} ({path}): {error.message}", error.hint) from None
+            raise RenderError(error.code, f"import {alias!r} ({path}): {error.message}", error.hint,
+                              origin=error.origin) from None
 
     def _explain(self, e: BaseException) -> RenderError:
+        error = self._explained(e)
+        error.origin = error.origin or _origin(e)
+        return error
+
+    def _explained(self, e: BaseException) -> RenderError:
         from jinja2 import exceptions as jx
 
         if isinstance(e, _EnvNotSet):
@@ -290,6 +308,28 @@ def _bounded(f: Any) -> Any:
     return bounded
 
 
+def _origin(e: BaseException) -> tuple[str, int] | None:
+    """``(file, line)`` in the template file where ``e`` happened; None for a spec's own values.
+
+    A syntax error names its file; an error raised while a macro ran is found
+    in the traceback, whose frames from template files carry Jinja's map from
+    the compiled code's lines back to the template's (``debug_info``).
+    """
+    filename = getattr(e, "filename", None)
+    if isinstance(filename, str) and getattr(e, "lineno", None):
+        return filename, int(e.lineno)  # type: ignore[attr-defined]
+    found = None
+    tb = e.__traceback__
+    while tb is not None:
+        info = tb.tb_frame.f_globals.get("debug_info")
+        file = tb.tb_frame.f_globals.get("__file__")
+        if isinstance(info, str) and isinstance(file, str) and file == tb.tb_frame.f_code.co_filename:
+            pairs = [tuple(map(int, x.split("="))) for x in info.split("&") if x]
+            found = file, next((t for t, c in reversed(pairs) if c <= tb.tb_lineno), 1)
+        tb = tb.tb_next
+    return found
+
+
 def _inside(real: str, roots: list[str]) -> bool:
     return any(real == root or real.startswith(root + os.sep) for root in roots)
 
@@ -329,13 +369,13 @@ def _plain(value: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=64)
-def _environment(roots: tuple[str, ...]) -> Any:
-    """One sandbox per set of allowed folders, shared by every document that has them.
+def _environment(roots: tuple[str, ...], overlays: tuple[tuple[str, str], ...] = ()) -> Any:
+    """One sandbox per set of allowed folders (and unsaved buffers), shared by every document that has them.
 
     Sharing matters for lint: a thousand specs in one folder compile each
     distinct template once, not once per file.
     """
-    return _make_environment(list(roots))
+    return _make_environment(list(roots), dict(overlays))
 
 
 def _compiled(env: Any, kind: str, source: str) -> Any:
@@ -351,16 +391,18 @@ def _compiled(env: Any, kind: str, source: str) -> Any:
     return found
 
 
-def _make_environment(roots: list[str]) -> Any:
+def _make_environment(roots: list[str], overlays: dict[str, str]) -> Any:
     from jinja2 import FileSystemLoader, StrictUndefined, TemplateNotFound
     from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
     class ConfinedLoader(FileSystemLoader):
-        """Reads templates only from the allowed folders, after resolving symlinks."""
+        """Reads templates only from the allowed folders, after resolving symlinks (unsaved buffers first)."""
 
         def get_source(self, environment: Any, template: str) -> Any:
             for root in roots:  # check before opening: a FIFO or a device would hang or flood the read
                 real = os.path.realpath(os.path.join(root, *template.replace("\\", "/").split("/")))
+                if real in overlays:
+                    return overlays[real], real, lambda: True
                 if os.path.exists(real) and (not _inside(real, roots) or not os.path.isfile(real)
                                              or os.path.getsize(real) > MAX_TEMPLATE_BYTES):
                     raise TemplateNotFound(template)
