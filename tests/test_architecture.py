@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("lint", ("torchspec.lint", "torchspec.report")),
     ("schedulers", ("torchspec.schedulers",)),
     ("runner", ("torchspec.runner",)),
-    ("cli", ("torchspec.cli", "torchspec.__main__")),
+    ("front ends", ("torchspec.cli", "torchspec.__main__", "torchspec.lsp")),
 ]
 
 MAX_MODULE_LINES = 700
