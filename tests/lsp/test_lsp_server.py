@@ -228,6 +228,9 @@ def test_config_scheduler_check_and_config_completion(project) -> None:
         component = session.hover(config, 0, 15).contents.value
         assert "dist.ddp(script: string = \"\"" in component and "Distributed data parallel" in component
         assert "NNODESxNPROC_PER_NODE" in session.hover(config, 1, 0).contents.value
+        (project / ".torchspec.toml").write_text('[component."dist.ddp"]\nj = "2x4"\n')
+        session.save(config)  # no default scheduler any more: the open specs are linted again without it
+        assert session.wait_diagnostics(uri) == []
     finally:
         assert session.close() == 0
 
@@ -246,3 +249,23 @@ def test_the_command_without_pygls_says_how_to_install_it(tmp_path) -> None:
                         "assert 'pygls' not in sys.modules and 'lsprotocol' not in sys.modules"],
                        capture_output=True, text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
+
+
+def test_a_macro_file_changed_on_disk_relints_its_importers(project) -> None:
+    capabilities = T.ClientCapabilities(workspace=T.WorkspaceClientCapabilities(
+        did_change_watched_files=T.DidChangeWatchedFilesClientCapabilities(dynamic_registration=True)))
+    session = Session(project, capabilities=capabilities)
+    try:
+        [registration] = session.registrations.get(timeout=30).registrations
+        assert registration.method == T.WORKSPACE_DID_CHANGE_WATCHED_FILES
+        assert "**/*.j2" in [w["globPattern"] for w in registration.register_options["watchers"]]
+        uri = session.open(project / "job.yaml")
+        assert session.wait_diagnostics(uri) == []
+        macros = project / "lib" / "common.j2"
+        macros.write_text(MACROS.replace("{%- endmacro -%}", ""))
+        session.client.workspace_did_change_watched_files(T.DidChangeWatchedFilesParams(
+            changes=[T.FileEvent(uri=macros.as_uri(), type=T.FileChangeType.Changed)]))
+        [syntax] = session.wait_diagnostics(uri, lambda d: bool(d))
+        assert syntax.code == "TS401" and syntax.related_information[0].location.uri == macros.as_uri()
+    finally:
+        assert session.close() == 0
