@@ -38,6 +38,8 @@ class Session:
         self.registrations: "queue.Queue[T.RegistrationParams]" = queue.Queue()
         self.client.feature(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)(lambda params: self.diagnostics.put(params))
         self.client.feature(T.WINDOW_LOG_MESSAGE)(lambda params: self.logs.put(params.message))
+        self.messages: "queue.Queue[T.ShowMessageParams]" = queue.Queue()
+        self.client.feature(T.WINDOW_SHOW_MESSAGE)(lambda params: self.messages.put(params))
         self.client.feature(T.CLIENT_REGISTER_CAPABILITY)(lambda params: self.registrations.put(params))
         self.versions: dict[str, int] = {}
         self.closed = False

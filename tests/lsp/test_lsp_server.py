@@ -235,6 +235,21 @@ def test_config_scheduler_check_and_config_completion(project) -> None:
         assert session.close() == 0
 
 
+def test_a_scheduler_that_cannot_be_checked_is_said_once_and_lint_goes_on(project) -> None:
+    (project / ".torchspec.toml").write_text('default_scheduler = "lcoal"\n')
+    session = Session(project)
+    try:
+        uri = session.open(project / "job.yaml", SPEC.replace("APPLICATION", "APPLICATON"))
+        assert [d.code for d in session.wait_diagnostics(uri)] == ["TS204"]
+        shown = session.messages.get(timeout=30)
+        assert shown.type == T.MessageType.Warning and "the lcoal scheduler check is off" in shown.message
+        assert "did you mean 'local'?" in shown.message
+        session.change(uri, SPEC)
+        assert session.wait_diagnostics(uri) == [] and session.messages.empty()
+    finally:
+        assert session.close() == 0
+
+
 def test_the_command_without_pygls_says_how_to_install_it(tmp_path) -> None:
     block = ("import importlib.abc, sys\nclass B(importlib.abc.MetaPathFinder):\n"
              "    def find_spec(self, name, path=None, target=None):\n"

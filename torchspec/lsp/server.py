@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import logging
 import os
 import traceback
 from typing import Any, Callable
@@ -37,9 +36,6 @@ DEBOUNCE_MS = 150
 #: Files whose changes on disk matter: imported macro files and config files.
 WATCHED = ["**/*.j2", "**/*.jinja", "**/*.jinja2", "**/.torchspec.toml", "**/pyproject.toml"]
 
-log = logging.getLogger(__name__)
-
-
 class Server:
     """The state behind the protocol handlers: the open documents, pending lints, what was last logged."""
 
@@ -49,6 +45,7 @@ class Server:
         self.debounce_s = debounce_ms / 1000
         self.pending: dict[str, asyncio.TimerHandle] = {}
         self.logged: dict[str, list[str]] = {}
+        self.shown: set[str] = set()
 
     def units(self, text: str) -> int:
         return int(self.ls.workspace.position_codec.client_num_units(text))
@@ -76,7 +73,7 @@ class Server:
         handle = self.pending.pop(uri, None)
         if handle is not None:
             handle.cancel()
-        self.pending[uri] = asyncio.get_event_loop().call_later(delay, self.lint, uri)
+        self.pending[uri] = asyncio.get_running_loop().call_later(delay, self.lint, uri)
 
     def lint(self, uri: str) -> None:
         self.pending.pop(uri, None)
@@ -95,7 +92,12 @@ class Server:
         if outcome.notes != self.logged.get(uri):
             self.logged[uri] = outcome.notes
             for note in outcome.notes:
-                self.log(types.MessageType.Warning, f"torchspec: {note}")
+                self.log(types.MessageType.Info, f"torchspec: {note}")
+        for problem in outcome.problems:
+            if problem not in self.shown:  # once a session: the user fixes the config, or lives with it
+                self.shown.add(problem)
+                self.ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning,
+                                                                    message=f"torchspec: {problem}"))
 
     def log(self, kind: types.MessageType, message: str) -> None:
         self.ls.window_log_message(types.LogMessageParams(type=kind, message=message))

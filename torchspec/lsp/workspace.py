@@ -70,10 +70,12 @@ class OpenDoc:
 
 @dataclass
 class LintOutcome:
-    """What linting one document found: its diagnostics, and notes for the log (what was not checked)."""
+    """What linting one document found: its diagnostics, notes for the log (what was not checked), and
+    problems to show the user (a config that cannot be used, a scheduler check that cannot run)."""
 
     diagnostics: list[Diagnostic]
-    notes: list[str]
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
 
 class Workspace:
@@ -158,10 +160,10 @@ class Workspace:
 
         doc = self.docs[uri]
         if not (self.lint_all or uri in self._specs or looks_like_spec(doc.text)):
-            return LintOutcome([], [])  # a YAML file of another tool: say nothing (lint --only-specs)
+            return LintOutcome([])  # a YAML file of another tool: say nothing (lint --only-specs)
         self._specs.add(uri)
         settings = self.settings(doc.path)
-        notes = list(settings.problems)
+        problems = list(settings.problems)
         options = settings.options(self.overlays())
         if settings.scheduler:
             import dataclasses
@@ -169,12 +171,12 @@ class Workspace:
             checked = dataclasses.replace(options, scheduler=settings.scheduler, config=settings.config)
             try:
                 result = lint_text(doc.text, doc.path, checked)
-                return LintOutcome(result.diagnostics, notes + result.notes)
+                return LintOutcome(result.diagnostics, result.notes, problems)
             except UsageError as e:
-                notes.append(f"the {settings.scheduler} scheduler check is off: {e.message}"
-                             + (f" ({e.hint})" if e.hint else ""))
+                problems.append(f"the {settings.scheduler} scheduler check is off: {e.message}"
+                                + (f" ({e.hint})" if e.hint else ""))
         result = lint_text(doc.text, doc.path, options)
-        return LintOutcome(result.diagnostics, notes + result.notes)
+        return LintOutcome(result.diagnostics, result.notes, problems)
 
 
 @dataclass
