@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("schedulers", ("torchspec.schedulers",)),
     ("runner", ("torchspec.runner",)),
     ("gitops", ("torchspec.gitops",)),
-    ("cli", ("torchspec.cli", "torchspec.__main__")),
+    ("front ends", ("torchspec.cli", "torchspec.__main__", "torchspec.lsp")),
 ]
 
 MAX_MODULE_LINES = 700

@@ -9,7 +9,7 @@ renders both the same way.  Nothing here prints or colours.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence, Union
 
 PathPart = Union[str, int]
@@ -31,6 +31,15 @@ def format_path(parts: Sequence[PathPart]) -> str:
     return out
 
 
+@dataclass(frozen=True)
+class Related:
+    """Another place a diagnostic is about: the line of an imported template where a failure happened."""
+
+    file: str
+    line: int
+    message: str
+
+
 @dataclass
 class Diagnostic:
     """One problem found in one place of one file.
@@ -39,6 +48,7 @@ class Diagnostic:
     (TOML values give the key's line only).  ``document`` is the index of the
     YAML document in a multi-document file.  ``source_line`` is the text of the
     offending line, kept so reporters can draw a caret without re-reading files.
+    ``related`` points into other files (an imported template's failing line).
     """
 
     code: str
@@ -51,6 +61,7 @@ class Diagnostic:
     severity: str = ERROR
     document: int = 0
     source_line: str | None = None
+    related: list[Related] = field(default_factory=list)
 
     @property
     def is_error(self) -> bool:
@@ -74,7 +85,7 @@ class Diagnostic:
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "source_line"}
+        return {k: v for k, v in asdict(self).items() if k != "source_line" and (k != "related" or v)}
 
 
 def did_you_mean(word: str, choices: Iterable[Any]) -> str | None:

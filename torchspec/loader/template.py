@@ -57,14 +57,20 @@ def redact_env(text: str) -> str:
 
 
 class RenderError(Exception):
-    """A template failed; ``line`` is the 1-based line inside the value, where known."""
+    """A template failed; ``line`` is the 1-based line inside the value, where known.
 
-    def __init__(self, code: str, message: str, hint: str | None = None, line: int = 1) -> None:
+    ``origin`` is ``(file, line)`` when the failure happened inside an imported
+    template file (a macro's body, a syntax error in the file).
+    """
+
+    def __init__(self, code: str, message: str, hint: str | None = None, line: int = 1,
+                 origin: tuple[str, int] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.hint = hint
         self.line = line
+        self.origin = origin
 
 
 class _EnvNotSet(Exception):
@@ -249,9 +255,15 @@ class Renderer:
             raise
         except Exception as e:
             error = self._explain(e)
-            raise RenderError(error.code, f"import {alias!r} ({path}): {error.message}", error.hint) from None
+            raise RenderError(error.code, f"import {alias!r} ({path}): {error.message}", error.hint,
+                              origin=error.origin) from None
 
     def _explain(self, e: BaseException) -> RenderError:
+        error = self._explained(e)
+        error.origin = error.origin or _origin(e)
+        return error
+
+    def _explained(self, e: BaseException) -> RenderError:
         from jinja2 import exceptions as jx
 
         if isinstance(e, _EnvNotSet):
@@ -301,6 +313,28 @@ def _bounded(f: Any) -> Any:
         return f(*args, **kwargs)
 
     return bounded
+
+
+def _origin(e: BaseException) -> tuple[str, int] | None:
+    """``(file, line)`` in the template file where ``e`` happened; None for a spec's own values.
+
+    A syntax error names its file; an error raised while a macro ran is found
+    in the traceback, whose frames from template files carry Jinja's map from
+    the compiled code's lines back to the template's (``debug_info``).
+    """
+    filename = getattr(e, "filename", None)
+    if isinstance(filename, str) and getattr(e, "lineno", None):
+        return filename, int(e.lineno)  # type: ignore[attr-defined]
+    found = None
+    tb = e.__traceback__
+    while tb is not None:
+        info = tb.tb_frame.f_globals.get("debug_info")
+        file = tb.tb_frame.f_globals.get("__file__")
+        if isinstance(info, str) and isinstance(file, str) and file == tb.tb_frame.f_code.co_filename:
+            pairs = [tuple(map(int, x.split("="))) for x in info.split("&") if x]
+            found = file, next((t for t, c in reversed(pairs) if c <= tb.tb_lineno), 1)
+        tb = tb.tb_next
+    return found
 
 
 def _inside(real: str, roots: list[str]) -> bool:

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from torchspec.runner.api import Runner
     from torchspec.schedulers.api import RequestCheck, Scheduler
 
-__all__ = ["SchedulerCheck", "lint_paths", "prepare"]
+__all__ = ["SchedulerCheck", "lint_paths", "lint_text", "prepare"]
 
 REFUSES = "TS601"
 #: The name of everything in the app that probes whether a scheduler takes the run options given.
@@ -56,10 +56,24 @@ def lint_paths(paths: Iterable[str], options: Optional["LintOptions"] = None) ->
     """:func:`torchspec.lint.lint_paths`, plus the dry run on ``options.scheduler`` when it names one."""
     from torchspec import lint
 
+    return lint.lint_paths(paths, _with_check(options))
+
+
+def lint_text(text: str, path: str = "<string>", options: Optional["LintOptions"] = None,
+              fmt: Optional[str] = None) -> "LintResult":
+    """:func:`torchspec.lint.lint_text` (an editor's buffer), plus the dry run on ``options.scheduler``."""
+    from torchspec import lint
+
+    return lint.lint_text(text, path, _with_check(options), fmt)
+
+
+def _with_check(options: Optional["LintOptions"]) -> "LintOptions":
+    from torchspec import lint
+
     options = options or lint.LintOptions()
     if options.scheduler:
         options = dataclasses.replace(options, checks=[*options.checks, prepare(options)])
-    return lint.lint_paths(paths, options)
+    return options
 
 
 def prepare(options: "LintOptions") -> "SchedulerCheck":
