@@ -74,6 +74,8 @@ SlurmReplicaStatus = ReplicaRunStatus
 class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
     """Submits each app as one (heterogeneous) batch job with ``sbatch`` and asks ``scontrol`` about it."""
 
+    keeps_labels = True  # in the job's comment (and its spec.json)
+
     def __init__(self, session_name: str) -> None:
         super().__init__("slurm", session_name)
         self._version: Optional[Tuple[int, int]] = None
@@ -205,8 +207,11 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
             state = forgotten_job_state(replica_states)
             msg = f"Slurm no longer knows job {app_id}; state from its log folder {job_dir}"
             restarts = 0
+        # the comment, else (a job Slurm forgot) the metadata of the spec as submitted
+        labels = (leader.labels if leader is not None else {}) or \
+            {str(k): str(v) for k, v in ((spec or {}).get("metadata") or {}).items()}
         return DescribeAppResponse(app_id=app_id, state=state, num_restarts=restarts, msg=msg,
-                                   roles_statuses=roles_statuses, roles=roles, metadata=metadata)
+                                   roles_statuses=roles_statuses, roles=roles, metadata=metadata, labels=labels)
 
     def exists(self, app_id: str) -> bool:
         if not is_job_id(app_id):
@@ -219,7 +224,7 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
     def list(self) -> List[ListAppResponse]:
         """The user's jobs that torchspec submitted (comment ``torchspec:...``) and Slurm still knows, oldest first."""
         out = self._run(["squeue", "-h", "-t", "all", "-u", getpass.getuser(), "-o", "%i|%T|%k"]).stdout
-        return [ListAppResponse(app_id=j, state=s) for j, s in parse_squeue_list(out)]
+        return [ListAppResponse(app_id=j, state=s, labels=labels) for j, s, labels in parse_squeue_list(out)]
 
     # -- cancelling and deleting -------------------------------------------------
 
