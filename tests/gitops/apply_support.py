@@ -71,6 +71,7 @@ class Workspace:
     def listed(self) -> list[dict[str, Any]]:
         """The scheduler's apps that this test's applies submitted (``list --json``, by the scope label)."""
         args = ["list", "-s", self.scheduler, "--json", "-l", f"torchspec.dev/apply-scope={self.scope}"]
+        args += ["-c", self.cfg] if self.cfg else []
         r = self.run(*args)
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)  # type: ignore[no-any-return]

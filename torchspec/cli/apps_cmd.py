@@ -42,11 +42,14 @@ def dump_json(data: Any) -> None:
 @click.command("list")
 @click.option("-s", "--scheduler", metavar="SCHEDULER",
               help="Scheduler to ask (default: the configured one, else local).")
+@click.option("-c", "--cfg", "cfg", metavar="KEY=VALUE,...",
+              help="Run options, as submit takes them: list where those submit to (kubernetes: namespace, context).")
 @click.option("-l", "--label", "selectors", multiple=True, metavar="KEY[=VALUE]",
               help="Only apps carrying this label (with this value); repeatable, all must match.")
 @click.option("--show-labels", is_flag=True, help="Add a LABELS column: the app's labels (its metadata).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: a list of {app_handle, app_id, state, labels}.")
-def list_apps(scheduler: str | None, selectors: tuple[str, ...], show_labels: bool, as_json: bool) -> int:
+def list_apps(scheduler: str | None, cfg: str | None, selectors: tuple[str, ...], show_labels: bool,
+              as_json: bool) -> int:
     """List the apps a scheduler knows about, newest last.
 
     An app's labels are the metadata it was submitted with (torchspec apply
@@ -60,7 +63,7 @@ def list_apps(scheduler: str | None, selectors: tuple[str, ...], show_labels: bo
     wanted = [s.partition("=") for s in selectors]
     with open_runner() as runner:
         name = runner.check_scheduler(scheduler)
-        apps = [a for a in runner.list(name)
+        apps = [a for a in runner.list(name, runner.run_options(name, cfg) if cfg else None)
                 if all(k in a.labels and (not eq or a.labels[k] == v) for k, eq, v in wanted)]
     # ``name`` only where the scheduler reports one (TorchX's ListAppResponse has none; some backends add it)
     rows: list[dict[str, Any]] = []
