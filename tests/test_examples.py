@@ -5,13 +5,14 @@ from __future__ import annotations
 import pathlib
 
 import pytest
+from example_files import example_specs
 
 from torchspec.lint import lint_paths
 from torchspec.codes import CODES
 from torchspec.loader import load_apps
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-EXAMPLES = sorted(p for p in (ROOT / "examples").rglob("*") if p.suffix in (".yaml", ".yml", ".toml", ".json"))
+EXAMPLES = example_specs()
 
 
 def test_there_are_examples_in_every_format() -> None:
@@ -24,6 +25,12 @@ def test_example_lints_clean_and_renders(path: pathlib.Path) -> None:
     assert result.diagnostics == []
     apps = load_apps(str(path))
     assert apps and all(app.roles for app in apps)
+
+
+def test_the_gitops_example_has_specs_and_both_ci_files() -> None:
+    gitops = ROOT / "examples" / "gitops"
+    assert {p.name for p in EXAMPLES if gitops in p.parents} == {"train.yaml", "eval.yaml"}
+    assert (gitops / ".gitlab-ci.yml").is_file() and (gitops / ".github" / "workflows" / "torchspec.yml").is_file()
 
 
 def test_hello_is_the_same_in_every_format() -> None:
