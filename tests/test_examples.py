@@ -5,13 +5,14 @@ from __future__ import annotations
 import pathlib
 
 import pytest
+from example_files import example_specs
 
 from torchspec.lint import lint_paths
 from torchspec.codes import CODES
 from torchspec.loader import load_apps
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-EXAMPLES = sorted(p for p in (ROOT / "examples").rglob("*") if p.suffix in (".yaml", ".yml", ".toml", ".json"))
+EXAMPLES = example_specs()
 
 
 def test_there_are_examples_in_every_format() -> None:
@@ -47,6 +48,12 @@ def test_example_dry_runs(path: pathlib.Path, scheduler: str) -> None:
                 assert refused.value.code == "TS603" and "-p image=" in str(refused.value.hint)
             else:
                 assert app.name in str(runner.dryrun(app, scheduler, cfg))
+
+
+def test_the_gitops_example_has_specs_and_both_ci_files() -> None:
+    gitops = ROOT / "examples" / "gitops"
+    assert {p.name for p in EXAMPLES if gitops in p.parents} == {"train.yaml", "eval.yaml"}
+    assert (gitops / ".gitlab-ci.yml").is_file() and (gitops / ".github" / "workflows" / "torchspec.yml").is_file()
 
 
 def test_hello_is_the_same_in_every_format() -> None:

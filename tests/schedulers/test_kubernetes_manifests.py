@@ -16,6 +16,7 @@ from typing import Any, Dict, List
 
 import pytest
 import yaml
+from example_files import example_specs
 
 from torchspec import specs
 from torchspec.errors import AppRefusedError, ParamError
@@ -32,7 +33,7 @@ kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRDS = list(BUNDLED_CRDS)
-EXAMPLES = sorted(p for p in (ROOT / "examples").rglob("*") if p.suffix in (".yaml", ".yml", ".toml", ".json"))
+EXAMPLES = example_specs()
 OLDEST, NEWEST = "1.25", "1.37"
 #: Params for examples whose required params have no default (none today; add them here when one appears).
 EXAMPLE_PARAMS: Dict[str, Dict[str, str]] = {}

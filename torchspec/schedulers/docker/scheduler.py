@@ -23,6 +23,7 @@ from torchspec.schedulers.api import (
     Stream,
     aware,
     check_replica,
+    parse_labels_json,
 )
 from torchspec.schedulers.docker.engine import docker_errors, ensure_image, in_parallel, read_app, reason, stop_container
 from torchspec.schedulers.docker.labels import (
@@ -31,6 +32,7 @@ from torchspec.schedulers.docker.labels import (
     DEFAULT_ENGINE,
     LABEL_APP_ID,
     LABEL_KEEP,
+    LABEL_METADATA,
     LABEL_NETWORK,
     LABEL_SESSION,
     LABEL_VERSION,
@@ -69,6 +71,8 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
     ``progress`` receives one line per step of a workspace build; the CLI
     points it at the terminal, the library default logs at INFO.
     """
+
+    keeps_labels = True  # as a container label
 
     def __init__(self, session_name: str, client: Optional["docker.DockerClient"] = None) -> None:
         super().__init__("docker", session_name)
@@ -183,6 +187,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
             roles_statuses=roles_statuses,
             roles=_submitted_roles(view),
             metadata=metadata,
+            labels=_app_labels(view),
         )
 
     def list(self) -> List[ListAppResponse]:
@@ -197,7 +202,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         for app_id in sorted(first_seen, key=lambda a: (first_seen[a], a)):
             view = read_app(client, app_id)
             if view.containers:
-                found.append(ListAppResponse(app_id=app_id, state=view.state))
+                found.append(ListAppResponse(app_id=app_id, state=view.state, labels=_app_labels(view)))
         return found
 
     def exists(self, app_id: str) -> bool:
@@ -329,6 +334,11 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         ws = workspace if isinstance(workspace, Workspace) else Workspace.from_str(str(workspace))
         pull = str(cfg.get("pull") or "missing")
         role.image = build_workspace_image(self.client(), role.image, ws, pull, self.progress)
+
+
+def _app_labels(view: AppView) -> Dict[str, str]:
+    """The app's labels, from the label every container of it carries."""
+    return parse_labels_json(view.containers[0].labels.get(LABEL_METADATA)) if view.containers else {}
 
 
 def _replica_statuses(view: AppView, role_name: str, metadata: Dict[str, str]) -> List[ReplicaStatus]:

@@ -22,6 +22,7 @@ from torchspec.schedulers.docker.labels import (
     LABEL_APP_ID,
     LABEL_ATTEMPT,
     LABEL_KEEP,
+    LABEL_METADATA,
     LABEL_NETWORK,
     LABEL_NUM_REPLICAS,
     LABEL_REPLICA_ID,
@@ -32,6 +33,7 @@ from torchspec.schedulers.docker.labels import (
     LOCALHOST,
     META_WORKDIR,
 )
+from torchspec.schedulers.api import labels_json, labels_of
 from torchspec.schedulers.docker.options import pull_policy, stop_timeout
 from torchspec.schedulers.images import check_container_images
 from torchspec.schedulers.replicas import ENV_RANK0_HOST, dns_label, replica_env
@@ -414,6 +416,9 @@ def app_to_job(
     containers = [
         c for role in app.roles for c in role_to_containers(role, app_id, session_name, network, cfg, cwd, environ)
     ]
+    labels = labels_of(app)
+    for container in containers if labels else []:
+        container.labels[LABEL_METADATA] = labels_json(labels)
     return DockerJob(
         app_id=app_id,
         session_name=session_name,

@@ -41,6 +41,8 @@ class Build:
     priority_class: Optional[str]
     namespace: Optional[str]
     labels: Dict[str, str] = field(default_factory=dict)
+    #: annotations of every top-level object (the app's own labels, as ANNOTATION_METADATA)
+    annotations: Dict[str, str] = field(default_factory=dict)
 
     def meta(self, name: str, annotations: Optional[Dict[str, str]] = None) -> Obj:
         """The metadata of a top-level object: the namespace only when the run option names one (so a
@@ -49,8 +51,8 @@ class Build:
         if self.namespace:
             out["namespace"] = self.namespace
         out["labels"] = dict(self.labels)
-        if annotations is not None:
-            out["annotations"] = annotations
+        if annotations is not None or self.annotations:
+            out["annotations"] = {**self.annotations, **(annotations or {})}
         return out
 
 

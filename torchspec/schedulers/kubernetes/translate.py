@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from torchspec.errors import AppRefusedError
+from torchspec.schedulers.api import labels_json, labels_of
 from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Version
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.names import AppRef, is_label_value, is_qualified_name, label_value, port_name, \
     role_key
 from torchspec.schedulers.kubernetes.options import check_run_options, flavor_name, parse_version
 from torchspec.schedulers.kubernetes.states import (
+    ANNOTATION_METADATA,
     CAP_GPU_RESOURCE,
     DEFAULT_GPU_RESOURCE,
     ENV_JOB_COMPLETION_INDEX,
@@ -262,6 +264,12 @@ def app_labels(app_id: str, flavor: str, session_name: str) -> Dict[str, str]:
             LABEL_VERSION: label_value(__version__)}
 
 
+def metadata_annotation(app: AppDef) -> Dict[str, str]:
+    """The app's labels (its metadata) as the annotation ``list`` and ``describe`` read back; none without."""
+    labels = labels_of(app)
+    return {ANNOTATION_METADATA: labels_json(labels)} if labels else {}
+
+
 def _container(role: Role, key: str, app_id: str, flavor: Flavor, cfg: Mapping[str, CfgVal], entrypoint: str,
                volume_mounts: List[Obj], privileged: bool) -> Obj:
     """The role's one container; ``entrypoint`` has its macros filled in already."""
@@ -418,7 +426,7 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, session_
                              for role in app.roles},
                   k8s_version=k8s_version, ttl=int(ttl) if ttl is not None else None,  # type: ignore[arg-type]
                   queue=queue, priority_class=str(cfg["priority_class"]) if cfg.get("priority_class") else None,
-                  namespace=namespace, labels=labels)
+                  namespace=namespace, labels=labels, annotations=metadata_annotation(app))
     notes = retry_notes(app, flavor.name, k8s_version)
     notes.append(f"${{rank0_env}} names {ENV_RANK0_HOST}: "
                  + ", ".join(f"{r.name} -> {flavor.replica_host(app_id, keys[r.name], 0)}" for r in app.roles))

@@ -101,6 +101,8 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
     submitting process exits, which is the point.
     """
 
+    keeps_labels = True  # in state.json
+
     def __init__(self, session_name: str, state_dir: Optional[str] = None) -> None:
         super().__init__("local", session_name)
         self.state_dir: str = (
@@ -219,6 +221,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
             roles_statuses=roles_statuses,
             roles=_read_roles(app_dir),
             metadata={"app_dir": app_dir, "session_name": str(state.get("session_name", ""))},
+            labels=dict(state.get("labels") or {}),
         )
 
     def list(self) -> List[ListAppResponse]:
@@ -244,8 +247,9 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
             except StateError as e:
                 logger.warning("warning: skipping app %s: %s", name, e)
                 continue
-            found.append((state.get("submitted_at", ""), name, app_state(state.get("state"))))
-        return [ListAppResponse(app_id=name, state=app_state) for _, name, app_state in sorted(found)]
+            found.append((state.get("submitted_at", ""), name, app_state(state.get("state")),
+                          dict(state.get("labels") or {})))
+        return [ListAppResponse(app_id=name, state=st, labels=labels) for _, name, st, labels in sorted(found)]
 
     # -- cancelling ---------------------------------------------------------
 

@@ -229,6 +229,7 @@ def initial_state(request: LocalRequest) -> Dict[str, Any]:
         "version": FORMAT_VERSION,
         "app_id": request.app_id,
         "session_name": request.session_name,
+        "labels": dict(request.labels),
         "state": "SUBMITTED",
         "num_restarts": 0,
         "app_restarts": 0,
