@@ -16,14 +16,14 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "torchspec"
 #: Lowest first.  A module may import its own layer and the layers below it, never one above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("torchspec", "torchspec.version", "torchspec.errors", "torchspec.exit_codes", "torchspec.codes",
-                    "torchspec.terminal", "torchspec.entry_points")),
+                    "torchspec.terminal", "torchspec.entry_points", "torchspec.redaction")),
     ("specs", ("torchspec.specs",)),
     ("loader", ("torchspec.loader", "torchspec.config", "torchspec.components")),
     ("lint", ("torchspec.lint", "torchspec.report")),
     ("schedulers", ("torchspec.schedulers",)),
     ("runner", ("torchspec.runner",)),
     ("gitops", ("torchspec.gitops",)),
-    ("cli", ("torchspec.cli", "torchspec.__main__")),
+    ("front ends", ("torchspec.cli", "torchspec.__main__", "torchspec.lsp")),
 ]
 
 MAX_MODULE_LINES = 700

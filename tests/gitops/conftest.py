@@ -5,7 +5,10 @@ from __future__ import annotations
 import pathlib
 
 import pytest
-from git_repo import GitRepo
+
+pytest.register_assert_rewrite("apply_support")
+
+from git_repo import GitRepo  # noqa: E402
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ def the_object(app: specs.AppDef, **cfg: Any) -> Dict[str, Any]:
 
 def ddp(**params: str) -> specs.AppDef:
     """dist.ddp as the component renders it."""
-    return load_app(find_component("dist.ddp"), {"script": "train.py", **params})
+    return load_app(find_component("dist.ddp"), {"script": "train.py", "image": "ghcr.io/acme/train:1", **params})
 
 
 def refusal(app: specs.AppDef, **cfg: Any) -> AppRefusedError:
@@ -188,7 +188,7 @@ def test_trainjob_sets_the_trainer_and_refers_to_the_runtime() -> None:
                                   "name": "torch-distributed"}
     trainer = spec["trainer"]
     assert (trainer["image"], trainer["command"], trainer["numNodes"], trainer["numProcPerNode"]) == (
-        ".", ["bash"], 2, 4)
+        "ghcr.io/acme/train:1", ["bash"], 2, 4)
     assert trainer["args"] == ["-c", "torchrun --tee 3 --role '' train.py"]
     assert trainer["resourcesPerNode"]["limits"] == {"cpu": "2", "memory": "1024Mi", "nvidia.com/gpu": "4"}
     env = env_of(trainer)

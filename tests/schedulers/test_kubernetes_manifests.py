@@ -10,6 +10,7 @@ example a flavor cannot run is refused, saying why, naming a flavor that renders
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -18,6 +19,7 @@ from typing import Any, Dict, List
 
 import pytest
 import yaml
+from example_files import example_specs
 
 from torchspec import specs
 from torchspec.errors import AppRefusedError, ParamError
@@ -26,6 +28,7 @@ from torchspec.schedulers.kubernetes.flavors import FLAVORS
 from torchspec.schedulers.kubernetes.names import AppRef
 from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
 from torchspec.schedulers.kubernetes.translate import KubernetesRequest, merge_patch
+from torchspec.schedulers.images import is_folder_image
 from torchspec.schedulers.kubernetes.validate import BUNDLED_CRDS, crd_schema, validate_manifests
 from torchspec.specs.handles import make_app_handle, parse_app_handle
 
@@ -33,7 +36,7 @@ kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRDS = list(BUNDLED_CRDS)
-EXAMPLES = sorted(p for p in (ROOT / "examples").rglob("*") if p.suffix in (".yaml", ".yml", ".toml", ".json"))
+EXAMPLES = example_specs()
 OLDEST, NEWEST = "1.25", "1.37"
 #: Params for examples whose required params have no default (none today; add them here when one appears).
 EXAMPLE_PARAMS: Dict[str, Dict[str, str]] = {}
@@ -85,10 +88,17 @@ def env_of(c: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def example_apps(path: pathlib.Path) -> List[specs.AppDef]:
+    """The example's apps, each folder image (the local examples' ``.``, ``/home/...``) swapped for a container
+    image, as a user running them on Kubernetes must do (the folders are refused: see the TS603 test)."""
     try:
-        return load_apps(str(path), EXAMPLE_PARAMS.get(path.name))
+        apps = load_apps(str(path), EXAMPLE_PARAMS.get(path.name))
     except ParamError as e:
         pytest.skip(f"{path.name} needs params without defaults: {e}")
+    for app in apps:
+        for r in app.roles:
+            if is_folder_image(r.image):
+                r.image = f"ghcr.io/acme/{r.name}:1"
+    return apps
 
 
 # ----------------------------------------------------------------------------
@@ -163,8 +173,7 @@ def test_crd_schema_converts_nullable_and_closes_objects() -> None:
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_dryrun_is_multi_document_yaml_of_the_objects(flavor: str) -> None:
     one_role = flavor in ("pytorchjob", "trainjob")
-    app, = load_apps(str(ROOT / "examples" / ("ddp.yaml" if one_role else "trainer_ps_reader.yaml")),
-                     {"nnodes": "2"} if one_role else None)
+    app, = example_apps(ROOT / "examples" / ("ddp.yaml" if one_role else "trainer_ps_reader.yaml"))
     if flavor == "trainjob":
         app.roles[0].max_retries = 0
     info = KubernetesScheduler("test").submit_dryrun(app, {"flavor": flavor, "namespace": "ml"})
@@ -227,18 +236,19 @@ def test_job_flavor_is_indexed_jobs_and_a_headless_service() -> None:
 
 
 def test_macros_become_kubernetes_references() -> None:
-    r = role(args=["--rank=${replica_id}", "--id=${app_id}", "--master=$${${rank0_env}}", "$(date)", "$$x"],
-             env={"RANK": "${replica_id}", "JOB": "kubernetes://s/${app_id}", "RAW": "$(HOME)"})
+    r = role(args=["--rank=${replica_id}", "--id=${app_id}", "--master=$${${rank0_env}}", "$(date)", "$$x",
+                   "a$$$$b$$"],
+             env={"RANK": "${replica_id}", "JOB": "kubernetes://s/${app_id}", "RAW": "$(HOME)", "TWO": "$$$$"})
     request = render(app_of(r))
     c = container(request.objects[1])
     # ${app_id} is the id the handle carries, NAMESPACE:NAME, the namespace the pod's own
     full_id = f"$(TORCHSPEC_NAMESPACE):{request.app_id}"
     assert c["args"] == ["--rank=$(TORCHSPEC_REPLICA_ID)", f"--id={full_id}", "--master=${TORCHSPEC_RANK0_HOST}",
-                         "$$(date)", "$x"]
+                         "$$(date)", "$x", "a$$$b$"]  # Kubernetes reads "$$" as "$": a literal one is doubled
     env = env_of(c)
     assert env["RANK"] == "$(TORCHSPEC_REPLICA_ID)"
     assert env["JOB"] == f"kubernetes://s/{full_id}"
-    assert env["RAW"] == "$$(HOME)"
+    assert env["RAW"] == "$$(HOME)" and env["TWO"] == "$$$"  # the kubelet reads "$$" + a last "$": "$$"
     names = [e["name"] for e in c["env"]]
     assert names.index("TORCHSPEC_REPLICA_ID") < names.index("RANK")  # $(VAR) sees only earlier variables
     assert names.index("TORCHSPEC_NAMESPACE") < min(names.index("JOB"), names.index("TORCHSPEC_APP_ID"))
@@ -419,6 +429,33 @@ def test_the_cli_calls_a_bad_run_option_a_usage_error(argv: List[str]) -> None:
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2, out.stderr
     assert argv[-1].split("=")[0] in out.stderr
+
+
+@pytest.mark.parametrize("image", [".", "..", "./img", "/home/me/pytorch_trainer", "~/img", "", " "])
+def test_a_folder_for_an_image_is_refused(image: str) -> None:
+    """`image: .` (the components' default) is no container image: refused, naming the role, with a hint."""
+    with pytest.raises(AppRefusedError) as raised:
+        objs(app_of(role(), role(name="reader", image=image)))
+    assert "role 'reader'" in str(raised.value) and "kubernetes" in str(raised.value)
+    assert raised.value.code == "TS603" and raised.value.path == ("roles", 1, "image")
+    assert "-p image=" in (raised.value.hint or "") and "image:" in (raised.value.hint or "")
+
+
+@pytest.mark.parametrize("image", ["busybox", "ghcr.io/pytorch/pytorch:2.3.0", "localhost:5000/team/img@sha256:"
+                                   + "0" * 64, "examples/ddp_train"])
+def test_container_images_are_taken(image: str) -> None:
+    assert container(objs(app_of(role(image=image)))[1])["image"] == image
+
+
+def test_the_cli_refuses_a_folder_image_with_exit_2() -> None:
+    out = subprocess.run([sys.executable, "-m", "torchspec", "dryrun", "-s", "kubernetes", "utils.echo", "-p", "msg=hi"],
+                         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "NO_COLOR": "1"})
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert "kubernetes cannot run this app: role 'echo': its image '.' is a folder" in out.stderr
+    assert "hint:" in out.stderr and "-p image=NAME" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "torchspec", "dryrun", "-s", "kubernetes", "utils.echo", "-p", "msg=hi",
+                          "-p", "image=busybox"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and "image: busybox" in out.stdout, out.stderr
 
 
 def test_role_names_that_collide_on_kubernetes_are_refused() -> None:

@@ -14,7 +14,7 @@ The form, per app::
 
 Lists whose order means something (``args``, ``role_order``) keep it; mounts
 are sorted by where they mount.  Secrets (what ``env()`` read, the rule of
-:func:`torchspec.loader.template.env_secrets`) never appear: a value holding one
+:func:`torchspec.redaction.secrets`) never appear: a value holding one
 shows as render prints it (``<value from env(NAME)>``), and the secret's
 SHA-256 goes into :attr:`Canonical.secrets`, which is compared and hashed but
 never printed.
@@ -60,7 +60,7 @@ def canonical_app(app: "AppDef", env_read: Iterable[str] = ()) -> Canonical:
 
     Call it before ``Runner.dryrun``, which adds torchspec's variables to the roles.
     """
-    from torchspec.loader.template import env_secrets
+    from torchspec.redaction import secrets as env_secrets
     from torchspec.specs.convert import dump_app
 
     dumped = dump_app(app)

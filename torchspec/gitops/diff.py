@@ -217,7 +217,7 @@ def native_diff(runner: "Runner", options: DiffOptions, old: SideApp | None, new
 
 def native_request(runner: "Runner", options: DiffOptions, side: SideApp) -> str:
     """The scheduler's request for one app as ``dryrun`` prints it: app id as ``${app_id}``, secrets hidden."""
-    from torchspec.loader.template import env_secrets
+    from torchspec.redaction import redact_text
 
     assert options.scheduler is not None
     try:
@@ -229,9 +229,7 @@ def native_request(runner: "Runner", options: DiffOptions, side: SideApp) -> str
         app_id = getattr(info.request, "app_id", None)
         if isinstance(app_id, str) and app_id:
             text = text.replace(app_id, "${app_id}")
-    for value, name in env_secrets(side.env_read):
-        text = text.replace(value, f"<value from env({name})>")
-    return text
+    return redact_text(text, side.env_read)
 
 
 def _order(path: Path) -> tuple[tuple[int, str], ...]:

@@ -52,7 +52,11 @@ def render(result: DiffResult, fmt: str, *, color: bool = False) -> str:
         return markdown(result)
     if fmt == "github":
         return annotations(result)
-    lines = layout(result)
+    return draw(layout(result), color)
+
+
+def draw(lines: list[Line], color: bool) -> str:
+    """Styled lines as text: coloured (ANSI) or plain."""
     if color:
         from torchspec.report.text import to_ansi
 
@@ -84,7 +88,7 @@ def layout(result: DiffResult) -> list[Line]:
         lines.append([(clean(file_title(file)), "bold")])
         for side, found in file.errors.items():
             lines.append([(f"  does not load ({side} side):", "bold red")])
-            lines.extend([("    ", None), *line] for line in _diagnostic_lines(found))
+            lines.extend([("    ", None), *line] for line in diagnostic_lines(found))
         for app in file.apps:
             if app.status == "unchanged":
                 continue
@@ -129,7 +133,7 @@ def _native_style(line: str) -> str | None:
     return _STYLE.get(line[:1])
 
 
-def _diagnostic_lines(found: list[Diagnostic]) -> list[Line]:
+def diagnostic_lines(found: list[Diagnostic]) -> list[Line]:
     from torchspec.lint.result import LintResult
     from torchspec.report.text import layout as lint_layout
 
@@ -149,7 +153,7 @@ def markdown(result: DiffResult, file_lines: int = MARKDOWN_FILE_LINES, max_char
     A file's block shows at most ``file_lines`` lines, and files stop once
     the comment would pass ``max_chars``; what is cut is counted.
     """
-    against = f" against `{_md_code(result.base)}`" if result.base else ""
+    against = f" against `{md_code(result.base)}`" if result.base else ""
     on = f" on {result.scheduler}" if result.scheduler else ""
     head = f"### torchspec diff{against}{on}\n\n{summary(result)}\n"
     blocks: list[str] = []
@@ -187,8 +191,8 @@ def _markdown_file(file: FileDiff, scheduler: str | None, max_lines: int) -> str
     if cut > 0:
         body = body[:max_lines] + [f"... {cut} more line{'s' if cut != 1 else ''} not shown"]
     text = "\n".join(body)
-    fence = _fence(text)
-    return (f"\n<details><summary>{summary_line}</summary>\n\n{fence}diff\n{text}\n{fence}\n\n</details>\n"
+    ticks = fence(text)
+    return (f"\n<details><summary>{summary_line}</summary>\n\n{ticks}diff\n{text}\n{ticks}\n\n</details>\n"
             if body else f"\n- {summary_line}\n")
 
 
@@ -200,13 +204,13 @@ def _diff_line(text: str) -> str:
     return "  " + text
 
 
-def _fence(text: str) -> str:
+def fence(text: str) -> str:
     """A backtick fence longer than any run of backticks in ``text``."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     return "`" * max(3, longest + 1)
 
 
-def _md_code(text: str) -> str:
+def md_code(text: str) -> str:
     return text.replace("`", "'")
 
 

@@ -27,8 +27,8 @@ from torchspec.errors import Diagnostic, SpecError
 from torchspec.loader import params as params_mod
 from torchspec.loader.document import Document, Path
 from torchspec.loader.parsers import parse
-from torchspec.loader.source import FILES, MAX_FILE_BYTES, Source, detect_format, read_text
-from torchspec.loader.template import Renderer, RenderError, env_secrets, is_template
+from torchspec.loader.source import FILES, MAX_FILE_BYTES, Source, detect_format, read_text, with_overlays
+from torchspec.loader.template import Renderer, RenderError, is_template
 from torchspec.loader.schema import types_at
 
 if TYPE_CHECKING:
@@ -55,6 +55,8 @@ class LoadOptions:
     stand_ins: bool = False
     #: where the spec, its params file and its templates are read from (``torchspec diff``: a git commit)
     source: Source = FILES
+    #: unsaved editor buffers, path -> text: imported templates are read from here before ``source``
+    overlays: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -251,13 +253,14 @@ def _load_document(doc: Document, options: LoadOptions, values_file: ValuesFile 
     out.params = resolved.values
     out.stand_ins = sorted(resolved.placeholders)
     renderer = Renderer(resolved.values, os.path.dirname(os.path.abspath(doc.file)),
-                        doc.data.get("imports"), options.template_paths, options.source)
+                        doc.data.get("imports"), options.template_paths,
+                        with_overlays(options.source, options.overlays))
     sources: dict[Path, str] = {}
     try:
         with renderer.deadline():
             out.rendered = _render(doc.data, (), renderer, doc, out.diagnostics, sources)
     except RenderError as e:  # only the render clock raises out of _render
-        out.diagnostics.append(doc.diagnostic(e.code, e.message, (), e.hint))
+        out.diagnostics.append(_related(doc.diagnostic(e.code, e.message, (), e.hint), e))
         return out
     finally:
         given_file = [options.source.realpath(options.params_file)] if options.params_file else []
@@ -270,13 +273,20 @@ def _load_document(doc: Document, options: LoadOptions, values_file: ValuesFile 
 
 
 def redact(diagnostics: list[Diagnostic], env_read: list[str]) -> None:
-    """Never show what env() read: a spec from a pull request must not print CI secrets into annotations."""
-    secrets = env_secrets(env_read)
+    """Never show what env() read: a spec from a pull request must not print CI secrets into annotations.
+
+    The value goes wherever the message or hint quotes it, as written or as
+    Python's repr or JSON write it (see :mod:`torchspec.redaction`); so does
+    the copy of the offending line that reporters draw a caret under.
+    """
+    from torchspec.redaction import redact_text
+
     for d in diagnostics:
-        for secret, _ in secrets:
-            d.message = d.message.replace(secret, "<value from env()>")
-            if d.hint:
-                d.hint = d.hint.replace(secret, "<value from env()>")
+        d.message = redact_text(d.message, env_read)
+        if d.hint:
+            d.hint = redact_text(d.hint, env_read)
+        if d.source_line:
+            d.source_line = redact_text(d.source_line, env_read)
 
 
 def _checked(out: LoadedDocument, doc: Document, declared: dict[str, Any], sources: dict[Path, str],
@@ -324,8 +334,8 @@ def _render(value: Any, path: Path, renderer: Renderer, doc: Document, diags: li
         try:
             rendered = renderer.render(value)
         except RenderError as e:
-            d = doc.diagnostic(e.code, e.message, path, e.hint)
-            if d.line is not None and e.line > 1:
+            d = _related(doc.diagnostic(e.code, e.message, path, e.hint), e)
+            if d.line is not None and e.line > 1 and not e.origin:
                 d.line += e.line - 1
                 d.source_line = doc.source_line(d.line)
             diags.append(d)
@@ -339,6 +349,15 @@ def _render(value: Any, path: Path, renderer: Renderer, doc: Document, diags: li
         return {k: (v if not path and k in _UNTEMPLATED else _render(v, path + (k,), renderer, doc, diags, sources))
                 for k, v in value.items()}
     return value
+
+
+def _related(d: Diagnostic, e: RenderError) -> Diagnostic:
+    """``d``, pointing also at the line of the imported template where ``e`` happened."""
+    if e.origin is not None:
+        from torchspec.errors import Related
+
+        d.related.append(Related(e.origin[0], e.origin[1], e.message))
+    return d
 
 
 def _words(names: set[str] | dict[str, Any]) -> re.Pattern[str] | None:

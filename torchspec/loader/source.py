@@ -8,13 +8,14 @@ Every file the loader reads (the spec, its params file, the templates it
 imports or includes) is read through a :class:`Source`.  :data:`FILES`, the
 disk, is the default; ``torchspec diff`` passes one that reads a git commit
 (``torchspec.gitops.git.GitSource``), so the old side of a diff, imports and
-all, is loaded without checking anything out.
+all, is loaded without checking anything out; the language server puts its
+unsaved buffers in front of the disk (:class:`OverlaySource`).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Protocol
+from typing import Mapping, Protocol
 
 from torchspec.errors import Diagnostic
 
@@ -86,6 +87,49 @@ class FileSource:
 FILES = FileSource()
 
 
+class OverlaySource:
+    """Texts by path (an editor's unsaved buffers) in front of another source.
+
+    Equal overlays over the same source compare equal, so the template
+    sandbox cached for them (and the templates it compiled) is reused from
+    one keystroke to the next while the buffers stay the same.
+    """
+
+    def __init__(self, base: Source, texts: Mapping[str, str]) -> None:
+        self.base = base
+        self.texts = {base.realpath(path): text.encode("utf-8") for path, text in texts.items()}
+        self._key = (base, tuple(sorted(self.texts.items())))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OverlaySource) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def read(self, path: str, limit: int) -> bytes:
+        return self.texts[path][:limit] if path in self.texts else self.base.read(path, limit)
+
+    def realpath(self, path: str) -> str:
+        return self.base.realpath(path)
+
+    def exists(self, path: str) -> bool:
+        return path in self.texts or self.base.exists(path)
+
+    def is_file(self, path: str) -> bool:
+        return path in self.texts or self.base.is_file(path)
+
+    def size(self, path: str) -> int:
+        return len(self.texts[path]) if path in self.texts else self.base.size(path)
+
+    def stamp(self, path: str) -> object:
+        return self.texts[path] if path in self.texts else self.base.stamp(path)
+
+
+def with_overlays(source: Source, texts: Mapping[str, str]) -> Source:
+    """``source`` with ``texts`` (path -> text) read in front of it; ``source`` itself when there are none."""
+    return OverlaySource(source, texts) if texts else source
+
+
 def read_text(path: str, max_bytes: int = MAX_FILE_BYTES,
               source: Source = FILES) -> tuple[str | None, Diagnostic | None]:
     """The file's text, or a diagnostic saying why it cannot be used."""
@@ -96,13 +140,14 @@ def read_text(path: str, max_bytes: int = MAX_FILE_BYTES,
     except OSError as e:
         return None, Diagnostic("TS001", f"cannot read the file: {e.strerror or e}", file=path)
     if len(data) > max_bytes:
-        return None, Diagnostic(
-            "TS002",
-            f"the file is larger than {max_bytes} bytes",
-            file=path,
-            hint="spec files are small; split the file, or raise the limit with --max-file-size",
-        )
+        return None, too_large(path, max_bytes)
     return decode(data, path)
+
+
+def too_large(path: str, max_bytes: int) -> Diagnostic:
+    """TS002: the file at ``path`` holds more than ``max_bytes`` bytes."""
+    return Diagnostic("TS002", f"the file is larger than {max_bytes} bytes", file=path,
+                      hint="spec files are small; split the file, or raise the limit with --max-file-size")
 
 
 def decode(data: bytes, path: str) -> tuple[str | None, Diagnostic | None]:

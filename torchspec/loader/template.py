@@ -22,10 +22,11 @@ import os
 import re
 import signal
 import threading
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 from torchspec.errors import did_you_mean
 from torchspec.loader.source import FILES, Source
+from torchspec.redaction import ENV_READ, redact_text
 
 #: The largest string or list one ``*`` may build in a template.
 MAX_REPEAT = 100_000
@@ -45,41 +46,31 @@ def is_template(value: str) -> bool:
     return "{{" in value or "{%" in value or "{#" in value
 
 
-#: Every variable an ``env()`` call read in this process, so that what the CLI prints (render, dryrun) can
-#: hide their values: a spec from a pull request must not print CI secrets into a log.
-ENV_READ: set[str] = set()
 #: The files the renderer running in this context has read (imports, includes): see Renderer.dependencies.
 _READS: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("torchspec_template_reads", default=None)
 
 
-def env_secrets(names: Iterable[str]) -> list[tuple[str, str]]:
-    """``(value, name)`` of each variable in ``names`` whose value is treated as a secret, longest value first.
-
-    The one rule for what is secret (render, dryrun, lint's messages and
-    ``torchspec diff`` all use it): every value ``env()`` read.  Values
-    shorter than 3 characters are left (they would blank out digits and
-    words everywhere, and are no secrets).
-    """
-    values = {(os.environ[n], n) for n in names if len(os.environ.get(n, "")) >= 3}
-    return sorted(values, key=lambda pair: (-len(pair[0]), pair[1]))
-
-
 def redact_env(text: str) -> str:
-    """``text`` with the value of every variable ``env()`` read in this process replaced by ``<value from env(NAME)>``."""
-    for value, name in env_secrets(ENV_READ):
-        text = text.replace(value, f"<value from env({name})>")
-    return text
+    """``text`` with the value of every variable ``env()`` read in this process replaced by
+    ``<value from env(NAME)>`` (see :mod:`torchspec.redaction`)."""
+    return redact_text(text)
 
 
 class RenderError(Exception):
-    """A template failed; ``line`` is the 1-based line inside the value, where known."""
+    """A template failed; ``line`` is the 1-based line inside the value, where known.
 
-    def __init__(self, code: str, message: str, hint: str | None = None, line: int = 1) -> None:
+    ``origin`` is ``(file, line)`` when the failure happened inside an imported
+    template file (a macro's body, a syntax error in the file).
+    """
+
+    def __init__(self, code: str, message: str, hint: str | None = None, line: int = 1,
+                 origin: tuple[str, int] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.hint = hint
         self.line = line
+        self.origin = origin
 
 
 class _EnvNotSet(Exception):
@@ -264,9 +255,15 @@ class Renderer:
             raise
         except Exception as e:
             error = self._explain(e)
-            raise RenderError(error.code, f"import {alias!r} ({path}): {error.message}", error.hint) from None
+            raise RenderError(error.code, f"import {alias!r} ({path}): {error.message}", error.hint,
+                              origin=error.origin) from None
 
     def _explain(self, e: BaseException) -> RenderError:
+        error = self._explained(e)
+        error.origin = error.origin or _origin(e)
+        return error
+
+    def _explained(self, e: BaseException) -> RenderError:
         from jinja2 import exceptions as jx
 
         if isinstance(e, _EnvNotSet):
@@ -316,6 +313,28 @@ def _bounded(f: Any) -> Any:
         return f(*args, **kwargs)
 
     return bounded
+
+
+def _origin(e: BaseException) -> tuple[str, int] | None:
+    """``(file, line)`` in the template file where ``e`` happened; None for a spec's own values.
+
+    A syntax error names its file; an error raised while a macro ran is found
+    in the traceback, whose frames from template files carry Jinja's map from
+    the compiled code's lines back to the template's (``debug_info``).
+    """
+    filename = getattr(e, "filename", None)
+    if isinstance(filename, str) and getattr(e, "lineno", None):
+        return filename, int(e.lineno)  # type: ignore[attr-defined]
+    found = None
+    tb = e.__traceback__
+    while tb is not None:
+        info = tb.tb_frame.f_globals.get("debug_info")
+        file = tb.tb_frame.f_globals.get("__file__")
+        if isinstance(info, str) and isinstance(file, str) and file == tb.tb_frame.f_code.co_filename:
+            pairs = [tuple(map(int, x.split("="))) for x in info.split("&") if x]
+            found = file, next((t for t, c in reversed(pairs) if c <= tb.tb_lineno), 1)
+        tb = tb.tb_next
+    return found
 
 
 def _inside(real: str, roots: list[str]) -> bool:

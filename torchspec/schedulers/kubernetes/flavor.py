@@ -42,6 +42,8 @@ class Build:
     priority_class: Optional[str]
     namespace: Optional[str]
     labels: Dict[str, str] = field(default_factory=dict)
+    #: annotations of every top-level object (the app's own labels, as ANNOTATION_METADATA)
+    annotations: Dict[str, str] = field(default_factory=dict)
     #: Kueue's labels (queue name, workload priority class) for the object Kueue admits; empty without a queue
     kueue_labels: Dict[str, str] = field(default_factory=dict)
     #: the resolved run options, for those only some flavors take (``runtime``, ``clean_pod_policy``...)
@@ -72,16 +74,17 @@ class Build:
         if self.namespace:
             out["namespace"] = self.namespace
         out["labels"] = dict(self.labels)
-        if annotations is not None:
-            out["annotations"] = annotations
+        if annotations is not None or self.annotations:
+            out["annotations"] = {**self.annotations, **(annotations or {})}
         return out
 
 
 def role_json(role: Role) -> Obj:
     """The role as spec-file data, as ``describe`` rebuilds it."""
+    from torchspec.redaction import for_describe
     from torchspec.specs.convert import dump_app
 
-    return dump_app(AppDef(name="x", roles=[role]))["roles"][0]
+    return for_describe(dump_app(AppDef(name="x", roles=[role]))["roles"][0])
 
 
 def roles_annotation(app: AppDef) -> Dict[str, str]:

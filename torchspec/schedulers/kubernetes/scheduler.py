@@ -63,6 +63,8 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
     A context or namespace in an app id (:class:`AppRef`) wins over both.
     """
 
+    keeps_labels = True  # as an annotation of the app's objects
+
     def __init__(self, session_name: str, client: Optional["kubernetes.client.ApiClient"] = None,
                  kubeconfig: Optional[str] = None, context: Optional[str] = None,
                  namespace: Optional[str] = None) -> None:
@@ -247,7 +249,15 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         through, so the ids name the scheduler's context if it has one, else none.
         """
         context = self._cluster.context
-        namespace = self.default_namespace(context)
+        return self._list(self.default_namespace(context), context)
+
+    def list_where(self, cfg: Mapping[str, Any]) -> List[ListAppResponse]:
+        """The apps in the namespace (and through the context) the run options ``namespace``/``context`` name."""
+        context = str(cfg["context"]) if cfg.get("context") else self._cluster.context
+        namespace = str(cfg["namespace"]) if cfg.get("namespace") else self.default_namespace(context)
+        return self._list(namespace, context)
+
+    def _list(self, namespace: str, context: Optional[str]) -> List[ListAppResponse]:
         found = self._created_by_name(namespace, context)
         out = []
         for name in sorted(found, key=lambda n: (found[n][0], n)):
@@ -255,7 +265,7 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
             view = self.read_app(str(AppRef(name=name, namespace=namespace, context=context,
                                             flavor=None if flavor == DEFAULT_FLAVOR else flavor)))
             if view.exists:
-                out.append(ListAppResponse(app_id=view.full_id, state=view.state))
+                out.append(ListAppResponse(app_id=view.full_id, state=view.state, labels=view.labels))
         return out
 
     def exists(self, app_id: str) -> bool:

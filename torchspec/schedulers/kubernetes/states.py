@@ -25,6 +25,8 @@ ANNOTATION_ROLE = "torchspec.dev/role"
 ANNOTATION_ROLE_INDEX = "torchspec.dev/role-index"
 #: Annotation of a JobSet or Volcano Job: every role, in order, as a JSON list.
 ANNOTATION_ROLES = "torchspec.dev/roles"
+#: Annotation of every object of an app with labels: its labels (its AppDef.metadata) as JSON.
+ANNOTATION_METADATA = "torchspec.dev/metadata"
 #: Kueue picks up workloads that carry this label (the LocalQueue's name).
 LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 #: The WorkloadPriorityClass Kueue gives the workload (run option ``priority``).

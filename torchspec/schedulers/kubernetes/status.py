@@ -14,11 +14,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from torchspec.schedulers.api import DescribeAppResponse, ReplicaRunStatus
+from torchspec.schedulers.api import DescribeAppResponse, ReplicaRunStatus, parse_labels_json
 from torchspec.schedulers.kubernetes.flavor import Flavor
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.names import AppRef, role_key
 from torchspec.schedulers.kubernetes.states import (
+    ANNOTATION_METADATA,
     DEFAULT_FLAVOR,
     JOB_INDEX_KEY,
     LABEL_KUEUE_QUEUE,
@@ -215,6 +216,12 @@ class AppView:
             return []
 
     @property
+    def labels(self) -> Dict[str, str]:
+        """The app's own labels (its AppDef.metadata), from the annotation of its first object."""
+        annotations = (self.top[0]["metadata"].get("annotations") or {}) if self.top else {}
+        return parse_labels_json(annotations.get(ANNOTATION_METADATA))
+
+    @property
     def role_names(self) -> List[Tuple[str, str, int]]:
         """(role name, role key, num_replicas) in submission order."""
         return [(r["name"], role_key(self.app_id, r["name"]), int(r.get("num_replicas", 1))) for r in self.roles_json]
@@ -326,4 +333,5 @@ def describe_app(view: AppView, app_id: str) -> DescribeAppResponse:
         metadata={"namespace": view.namespace, "context": view.context or "", "flavor": view.flavor,
                   "session_name": labels.get(LABEL_SESSION, ""),
                   "objects": ", ".join(describe_obj(o) for o in view.top)},
+        labels=view.labels,
     )

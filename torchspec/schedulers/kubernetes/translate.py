@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from torchspec.errors import AppRefusedError
+from torchspec.schedulers.api import labels_json, labels_of
 from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Version
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.names import AppRef, is_label_value, is_qualified_name, label_value, port_name, \
     role_key
 from torchspec.schedulers.kubernetes.options import check_run_options, flavor_name, parse_version
 from torchspec.schedulers.kubernetes.states import (
+    ANNOTATION_METADATA,
     CAP_GPU_RESOURCE,
     DEFAULT_FLAVOR,
     DEFAULT_GPU_RESOURCE,
@@ -42,6 +44,7 @@ from torchspec.schedulers.kubernetes.states import (
     REPLICA_ID_REF,
     Obj,
 )
+from torchspec.schedulers.images import check_container_images
 from torchspec.schedulers.kubernetes.validate import pod_problem
 from torchspec.schedulers.replicas import ENV_APP_ID, ENV_NUM_REPLICAS, ENV_RANK0_HOST, ENV_REPLICA_ID, ENV_ROLE_NAME
 from torchspec.specs import AppDef, BindMount, CfgVal, DeviceMount, RetryPolicy, Role, VolumeMount, macros
@@ -81,11 +84,19 @@ class KubernetesRequest:
 
 _REPLICA_SENTINEL = "\x00torchspec-replica-id\x00"
 _NAMESPACE_SENTINEL = "\x00torchspec-namespace\x00"
+#: a ``$`` that Kubernetes' expansion would not pass through as it is
+_DOLLAR_KUBERNETES_READS = re.compile(r"\$(?=[$(])")
 
 
 def _escape_refs(text: str) -> str:
-    """Keep a ``$(...)`` the user wrote literal: Kubernetes would otherwise expand it from the env."""
-    return text.replace("$(", "$$(")
+    """Keep every ``$`` the user wrote literal in a command, args or env value.
+
+    Kubernetes expands ``$(NAME)`` from the env there, and reads ``$$`` as an
+    escaped ``$`` (a script ``a$$b.py`` would run as ``a$b.py``); any other
+    ``$`` passes through.  So a ``$`` before ``(`` or ``$`` is doubled, and only
+    those: ``${VAR}`` for the shell stays as it is.
+    """
+    return _DOLLAR_KUBERNETES_READS.sub("$$", text)
 
 
 def _substitute(value: str, values: macros.Values) -> str:
@@ -256,6 +267,12 @@ def app_labels(app_id: str, flavor: str, session_name: str) -> Dict[str, str]:
             LABEL_VERSION: label_value(__version__)}
 
 
+def metadata_annotation(app: AppDef) -> Dict[str, str]:
+    """The app's labels (its metadata) as the annotation ``list`` and ``describe`` read back; none without."""
+    labels = labels_of(app)
+    return {ANNOTATION_METADATA: labels_json(labels)} if labels else {}
+
+
 def _container(role: Role, key: str, app_id: str, flavor: Flavor, cfg: Mapping[str, CfgVal], entrypoint: str,
                volume_mounts: List[Obj], privileged: bool) -> Obj:
     """The role's one container; ``entrypoint`` has its macros filled in already."""
@@ -407,18 +424,20 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, session_
         raise AppRefusedError(f"app {app.name!r} has no roles")
     check_run_options(cfg)
     flavor = FLAVOR_TABLE[flavor_name(cfg)]
+    run_app = flavor.adapt(app, cfg)  # first: every field the flavor cannot carry, at once
+    check_container_images(app, "kubernetes")
     k8s_version = parse_version(str(cfg.get("k8s_version") or ""))
     ttl = cfg.get("ttl")
     namespace = str(cfg["namespace"]) if cfg.get("namespace") else None
     queue = str(cfg["queue"]) if cfg.get("queue") else None
     keys = _role_keys(app, app_id)
-    run_app = flavor.adapt(app, cfg)
     build = Build(app=app, app_id=app_id, keys=keys,
                   templates={role.name: pod_template(role, app_id, flavor.name, cfg, session_name)
                              for role in run_app.roles},
                   k8s_version=k8s_version, ttl=int(ttl) if ttl is not None else None,  # type: ignore[arg-type]
                   queue=queue, priority_class=str(cfg["priority_class"]) if cfg.get("priority_class") else None,
                   namespace=namespace, labels=app_labels(app_id, flavor.name, session_name),
+                  annotations=metadata_annotation(app),
                   kueue_labels=_kueue_labels(cfg) if queue and flavor.kueue else {}, options=cfg, run_app=run_app)
     notes = retry_notes(app, flavor.name, k8s_version) + flavor.notes(build)
     notes.append(f"${{rank0_env}} names {ENV_RANK0_HOST}: "

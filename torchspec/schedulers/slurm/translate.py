@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from torchspec.errors import AppRefusedError
+from torchspec.schedulers.api import encode_labels, labels_of
 from torchspec.schedulers.replicas import (
     ENV_APP_ID,
     ENV_NUM_REPLICAS,
@@ -43,7 +44,14 @@ from torchspec.schedulers.replicas import (
     ENV_ROLE_NAME,
 )
 from torchspec.schedulers.slurm.options import HET_WORDS, default_log_root, run_opt, sbatch_value
-from torchspec.schedulers.slurm.states import CAP_CONSTRAINT, CAP_GRES, COMMENT_PREFIX, EXITCODE_FILE, is_role_name
+from torchspec.schedulers.slurm.states import (
+    CAP_CONSTRAINT,
+    CAP_GRES,
+    COMMENT_LABELS,
+    COMMENT_PREFIX,
+    EXITCODE_FILE,
+    is_role_name,
+)
 from torchspec.specs import AppDef, CfgVal, RetryPolicy, Role, macros
 
 # ----------------------------------------------------------------------------
@@ -560,6 +568,9 @@ def _job_opts(app: AppDef, cfg: Mapping[str, CfgVal], log_root: str, app_retries
     """The job-wide ``#SBATCH`` options: its name, the comment ``list`` and ``status`` read, requeue, mail."""
     name = job_name(run_opt(cfg, "job_name_prefix") or "", app.name)
     comment = COMMENT_PREFIX + log_root
+    labels = encode_labels(labels_of(app))
+    if labels:
+        comment += f" {COMMENT_LABELS}{labels}"
     user_comment = run_opt(cfg, "comment", spaces=True)
     if user_comment:
         comment += " " + user_comment
