@@ -162,6 +162,10 @@ class Flavor(abc.ABC):
     #: for a custom object holding pod templates: where each sits, by the name :meth:`pod_templates` gives it
     #: (``replicatedJobs`` for ``replicatedJobs[i]``: ``{i}`` is the role's index), for lint to place problems
     template_paths: Dict[str, str] = {}
+    #: run options that only some flavors take (see options.FLAVOR_OPTIONS) and this one does
+    takes: Tuple[str, ...] = ("ttl", "priority_class", "priority")
+    #: what the flavor does with each part of an app, for the README's table (see flavors.carry_table)
+    carries: Dict[str, str] = {}
 
     def index_env(self) -> List[Obj]:
         """The env entries that give a pod ``TORCHSPEC_REPLICA_ID``: by default, from the index the Job
@@ -202,11 +206,6 @@ class Flavor(abc.ABC):
     def companions(self, app_id: str) -> List[Obj]:
         """Objects of the app besides the top ones (enough of each to delete it): cancel deletes them first."""
         return []
-
-    #: run options that only some flavors take (see options.FLAVOR_OPTIONS) and this one does
-    takes: Tuple[str, ...] = ("ttl", "priority_class", "priority")
-    #: what the flavor does with each part of an app, for the README's table (see flavors.carry_table)
-    carries: Dict[str, str] = {}
 
     def adapt(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDef:
         """The app as this flavor runs it; an :class:`AppRefusedError` naming every part it cannot carry
