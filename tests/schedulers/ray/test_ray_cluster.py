@@ -45,7 +45,7 @@ def submit(sched: RayScheduler, app: specs.AppDef, **cfg: object) -> str:
 
 
 def test_two_roles_run_with_their_macros_and_logs(ray_sched) -> None:
-    script = 'echo "replica=$0 app=$1 rank0=$TORCHSPEC_RANK0_HOST role=$TORCHSPEC_ROLE_NAME"; echo oops >&2'
+    script = 'echo "replica=$0 app=$1 rank0=$${TORCHSPEC_RANK0_HOST} role=$TORCHSPEC_ROLE_NAME"; echo oops >&2'
     app = specs.AppDef("macros", roles=[role("trainer", script, replicas=2), role("ps", script)])
     start = datetime.now(timezone.utc)
     app_id = submit(ray_sched, app)
@@ -59,7 +59,10 @@ def test_two_roles_run_with_their_macros_and_logs(ray_sched) -> None:
     for name, k in (("trainer", 0), ("trainer", 1), ("ps", 0)):
         out = list(ray_sched.log_iter(app_id, name, k, streams=Stream.STDOUT))
         assert len(out) == 1 and out[0].startswith(f"replica={k} app={sid} rank0=") and f"role={name}" in out[0], out
-        assert out[0].split("rank0=")[1].split()[0]  # rank 0's node address reached every replica
+        statuses = desc.roles_statuses[0 if name == "trainer" else 1].replicas
+        # rank 0's node address reached every replica: 127.0.0.1 on rank 0's own node
+        same_node = k == 0 or statuses[k].hostname == statuses[0].hostname
+        assert f"rank0={'127.0.0.1' if k == 0 else ''}" in out[0] if same_node else f"rank0={statuses[0].hostname} " in out[0]
         assert list(ray_sched.log_iter(app_id, name, k, streams=Stream.STDERR)) == ["oops\n"]
         assert sorted(ray_sched.log_iter(app_id, name, k)) == sorted(out + ["oops\n"])
     assert list(ray_sched.log_iter(app_id, "trainer", 1, regex="^oo")) == ["oops\n"]

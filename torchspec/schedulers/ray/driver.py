@@ -13,7 +13,7 @@ and then:
    all fit), or ``placement_timeout`` runs out;
 3. starts each replica as its own actor (``role/k#attempt``) in its bundle,
    sets ``TORCHSPEC_RANK0_HOST`` to the node address of the role's replica
-   0, and runs the replica's command there as a child process, whose lines
+   0 (127.0.0.1 on that node itself), and runs the replica's command there as a child process, whose lines
    the actor tags with the replica, the stream and the time;
 4. restarts replicas as their role's retry policy says (REPLICA: the one,
    ROLE: the role's, APPLICATION: all), each attempt a new actor in the
@@ -45,6 +45,7 @@ from torchspec.schedulers.ray.states import (
 )
 
 ENV_RANK0_HOST = "TORCHSPEC_RANK0_HOST"
+LOOPBACK = "127.0.0.1"
 #: The last line of a replica attempt's output, so the driver knows its lines reached the job's log.
 END_MARK = "[torchspec-end "
 #: Seconds between two looks at the cluster while placement groups wait.
@@ -87,11 +88,6 @@ class ReplicaRunner:
 
     def __repr__(self) -> str:  # Ray puts it before each line it forwards: (trainer/0 pid=...)
         return self.who
-
-    def node_address(self) -> str:
-        import ray
-
-        return ray.util.get_node_ip_address()
 
     def _pump(self, pipe: Any, stream: str) -> None:
         for raw in iter(pipe.readline, b""):
@@ -164,7 +160,7 @@ class Driver:
         self.codes: Dict[Key, Optional[int]] = {}
         self.role_restarts = [0] * len(self.roles)
         self.app_restarts = 0
-        self.rank0: Dict[int, str] = {}
+        self.rank0: Dict[Key, str] = {}
         self.ended: set = set()
         self.seen: set = set()
         self.seen_lock = threading.Lock()
@@ -206,7 +202,20 @@ class Driver:
                     f" {self.ray.available_resources()} free)")
                 last_report = now
         say(f"placed {len(self.pgs)} placement group(s) in {time.monotonic() - start:.1f}s")
+        self.find_rank0()
         return None
+
+    def find_rank0(self) -> None:
+        """Each replica's ``TORCHSPEC_RANK0_HOST``: the node address of its role's replica 0, or 127.0.0.1 on that
+        same node (where torchrun then knows to host the rendezvous, whatever the node's name resolves to)."""
+        from ray.util import placement_group_table
+
+        addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in self.ray.nodes()}
+        for role_index, pg in enumerate(self.pgs):
+            nodes = {int(b): node for b, node in placement_group_table(pg)["bundles_to_node_id"].items()}
+            for k in range(len(self.roles[role_index]["replicas"])):
+                same = nodes.get(k) == nodes.get(0)
+                self.rank0[(role_index, k)] = LOOPBACK if same else addresses.get(nodes.get(0), "")
 
     # -- replicas --------------------------------------------------------------------
 
@@ -233,11 +242,9 @@ class Driver:
         for key in keys:
             self.attempts[key] = self.attempts.get(key, -1) + 1
             self.actors[key] = self._actor(key)
-        for role_index in sorted({r for r, _ in keys} - set(self.rank0)):
-            self.rank0[role_index] = self.ray.get(self.actors[(role_index, 0)].node_address.remote())
         for key in keys:
             replica = self.roles[key[0]]["replicas"][key[1]]
-            env = {**replica["env"], ENV_RANK0_HOST: self.rank0[key[0]]}
+            env = {**replica["env"], ENV_RANK0_HOST: self.rank0[key]}
             self.running[self.actors[key].run.remote(replica["args"], env)] = key
             self.codes[key] = None
 

@@ -94,8 +94,9 @@ class RayJobRequest:
     def submit_kwargs(self, submission_id: str) -> Dict[str, Any]:
         """The keyword arguments of ``JobSubmissionClient.submit_job`` for this request."""
         runtime_env = dict(self.runtime_env)
-        runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}),
-                                   ENV_PLAN: json.dumps(self.plan(submission_id), separators=(",", ":"))}
+        # Ray expands $NAME and ${NAME} in env_vars: every $ of the plan goes as JSON's \u0024, which it leaves be
+        plan = json.dumps(self.plan(submission_id), separators=(",", ":")).replace("$", "\\u0024")
+        runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), ENV_PLAN: plan}
         metadata = {**self.metadata, META_SPEC: json.dumps(self.spec, separators=(",", ":"))}
         return {"entrypoint": self.entrypoint, "submission_id": submission_id, "runtime_env": runtime_env,
                 "metadata": metadata}
