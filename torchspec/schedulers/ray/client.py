@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -18,6 +19,8 @@ from torchspec.errors import BackendError
 #: Seconds a State API call may take.
 STATE_TIMEOUT_S = 30
 API_SERVER_ENV = "RAY_API_SERVER_ADDRESS"
+QUIET_LOGGERS = ("ray.dashboard.modules.dashboard_sdk", "ray._private.runtime_env.packaging",
+                 "ray.dashboard.modules.job.sdk")
 _HOW = ("start one (ray start --head --dashboard-host=127.0.0.1), or point torchspec at yours:"
         " -c dashboard_address=HOST:PORT, or RAY_ADDRESS=http://HOST:PORT")
 
@@ -35,6 +38,20 @@ def _pinned(url: str) -> Iterator[None]:
             os.environ.pop(API_SERVER_ENV, None)
         else:
             os.environ[API_SERVER_ENV] = before
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Ray's client logs each package it uploads at INFO on stderr; torchspec's output stays its own."""
+    loggers = [logging.getLogger(name) for name in QUIET_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def _ray_missing(e: ImportError) -> BackendError:
@@ -72,7 +89,8 @@ class RayCluster:
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``JobSubmissionClient.method(...)``; a dashboard gone away is a BackendError."""
         try:
-            return getattr(self.jobs, method)(*args, **kwargs)
+            with _quiet():
+                return getattr(self.jobs, method)(*args, **kwargs)
         except ConnectionError as e:
             raise self.unreachable(e) from None
 
@@ -86,6 +104,7 @@ class RayCluster:
             raise BackendError(f"cannot read job {submission_id} at {self.url}: {e}") from None
 
     def _state(self, what: str, **kwargs: Any) -> List[Any]:
+        self.jobs  # noqa: B018 - connecting first makes a missing cluster one clear error
         try:
             from ray.util import state
         except ImportError as e:

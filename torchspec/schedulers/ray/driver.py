@@ -26,6 +26,7 @@ and then:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -377,7 +378,7 @@ def main() -> int:
     os.environ["RAY_DEDUP_LOGS"] = "0"  # every replica's lines, even where two print the same
     import ray
 
-    ray.init(namespace=f"torchspec-{plan['app_id']}", log_to_driver=True)
+    ray.init(namespace=f"torchspec-{plan['app_id']}", log_to_driver=True, logging_level=logging.WARNING)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     driver = Driver(ray, plan)
     if not _watch_logs(driver):
