@@ -68,7 +68,8 @@ _MEANING = {
     ExitCode.APP_CANCELLED: "the app was CANCELLED (`wait`, `submit --wait/--log`), or removed while `wait` "
                             "watched it (a cancel on docker or kubernetes removes the app)",
     ExitCode.BACKEND: "the scheduler's backend cannot be reached or refused the request: no Docker engine, an image "
-                      "that cannot be found or pulled, a network that does not exist, a damaged `local` app folder",
+                      "that cannot be found or pulled, a network that does not exist, a damaged `local` app folder, "
+                      "no Ray cluster at the dashboard address",
     ExitCode.DIFF_INCOMPLETE: "`diff`: a side of a spec file does not load (its errors are reported, and the other "
                               "files are still compared)",
     ExitCode.TIMEOUT: "`wait --timeout` ran out before the app ended",
