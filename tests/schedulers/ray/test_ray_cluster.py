@@ -179,3 +179,14 @@ def test_logs_follow_a_running_replica_to_its_end(ray_sched) -> None:
     lines = list(ray_sched.log_iter(app_id, "r", 0, should_tail=True))
     assert lines == ["line 1\n", "line 2\n", "line 3\n"]
     assert ray_sched.describe(app_id).state == AppState.SUCCEEDED
+
+
+def test_application_retries_restart_every_replica(ray_sched, tmp_path) -> None:
+    marker = tmp_path / "failed-once"
+    script = f'if [ "$0" = 1 ] && [ ! -e {marker} ]; then touch {marker}; exit 4; fi; sleep 1; echo ok'
+    app = specs.AppDef("appretry", roles=[role("trainer", script, replicas=2, max_retries=1)])
+    app_id = submit(ray_sched, app)
+    desc = wait_state(ray_sched, app_id, TERMINAL)
+    assert desc.state == AppState.SUCCEEDED, desc.msg
+    assert [r.num_restarts for r in desc.roles_statuses[0].replicas] == [1, 1]
+    assert list(ray_sched.log_iter(app_id, "trainer", 0)) == ["ok\n"]  # its first attempt was stopped at its sleep

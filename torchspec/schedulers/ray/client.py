@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import warnings
 from typing import Any, Dict, Iterator, List, Optional
 
 from torchspec.errors import BackendError
@@ -135,11 +136,14 @@ class RayCluster:
         try:
             while True:
                 try:
-                    yield loop.run_until_complete(stream.__anext__())
+                    with warnings.catch_warnings():  # Ray's client passes aiohttp an ssl=None it deprecated
+                        warnings.filterwarnings("ignore", message="ssl=None is deprecated", category=DeprecationWarning)
+                        chunk = loop.run_until_complete(stream.__anext__())
                 except StopAsyncIteration:
                     return
                 except ConnectionError as e:
                     raise self.unreachable(e) from None
+                yield chunk
         finally:
             try:
                 loop.run_until_complete(stream.aclose())
