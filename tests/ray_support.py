@@ -162,6 +162,7 @@ class RayTestCluster:
             if proc.poll() is None:
                 proc.wait(timeout=10)
         self.procs.clear()
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def start_cluster() -> RayTestCluster:
