@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from datetime import datetime
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from torchspec.errors import AppRefusedError, NotFoundError
 from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware, check_replica
@@ -23,7 +23,7 @@ from torchspec.schedulers.ray.placement import never_fits
 from torchspec.schedulers.ray.states import BACKEND, META_APP, job_state, make_app_id, split_app_id
 from torchspec.schedulers.ray.status import describe_job, rebuild_roles
 from torchspec.schedulers.ray.translate import RayJobRequest, app_to_request
-from torchspec.specs import AppDef, AppDryRunInfo, AppState, CfgVal, is_terminal, runopts
+from torchspec.specs import AppDef, AppDryRunInfo, CfgVal, is_terminal, runopts
 
 #: How long ``delete`` waits for a stopped job to end before removing it.
 DELETE_WAIT_S = 30
@@ -160,4 +160,4 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
         return replica_lines([cluster.call("get_job_logs", submission_id)], keep)
 
 
-__all__ = ["AppState", "RayScheduler"]
+__all__ = ["RayScheduler"]
