@@ -54,8 +54,8 @@ def bench_env(work: Path) -> dict[str, str]:
     return {**os.environ, "TORCHSPEC_HOME": str(work / "home"), "NO_COLOR": "1", **as_installed(work / "cache")}
 
 
-def add_runner_args(ap: argparse.ArgumentParser) -> None:
-    """--runner and --fail-on-miss, which every benchmark takes."""
+def runner_options(ap: argparse.ArgumentParser) -> None:
+    """``--runner`` (how to run torchspec) and ``--fail-on-miss``, as every benchmark takes them."""
     ap.add_argument("--runner", choices=["auto", "script", "module"], default="auto",
                     help="how to run torchspec: its console script or python -m torchspec")
     ap.add_argument("--fail-on-miss", action="store_true", help="exit 1 when a target is missed")
@@ -63,7 +63,7 @@ def add_runner_args(ap: argparse.ArgumentParser) -> None:
 
 def parse_and_find(ap: argparse.ArgumentParser) -> tuple[argparse.Namespace, list[str]]:
     """The benchmark's arguments (with --runner and --fail-on-miss added) and the torchspec command to time."""
-    add_runner_args(ap)
+    runner_options(ap)
     args = ap.parse_args()
     return args, torchspec_or_exit(args.runner)
 
@@ -83,7 +83,7 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path, ok: tuple[int, ...] = 
     proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     elapsed = time.perf_counter() - start
     if proc.returncode not in ok:
-        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-500:]}")
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-800:]}")
     return elapsed, proc.stdout
 
 

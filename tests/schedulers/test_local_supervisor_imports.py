@@ -16,8 +16,9 @@ def test_the_supervisor_starts_bare_and_imports_almost_nothing(tmp_path) -> None
     out = subprocess.run([command[0], "-S", "-c", probe], capture_output=True, text=True, check=True,
                          cwd=tmp_path).stdout.split()
     assert "torchspec.schedulers.local.supervisor" in out
-    heavy = {"site", "dataclasses", "inspect", "tempfile", "logging", "torchspec.specs", "torchspec.errors",
-             "torchspec.schedulers.api", "torchspec.schedulers.registry", "torchspec.schedulers.local.translate"}
+    # torchspec.errors (hence dataclasses) comes in with StateError, which reading the state raises
+    heavy = {"site", "tempfile", "logging", "torchspec.specs", "torchspec.schedulers.api",
+             "torchspec.schedulers.registry", "torchspec.schedulers.local.translate"}
     assert heavy.isdisjoint(out), sorted(heavy.intersection(out))
 
 

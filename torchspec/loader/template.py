@@ -16,6 +16,7 @@ has a time limit.  Environment variables are reachable only through
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import os
 import re
@@ -24,6 +25,8 @@ import threading
 from typing import Any, Iterator
 
 from torchspec.errors import did_you_mean
+from torchspec.loader.source import FILES, Source
+from torchspec.redaction import ENV_READ, redact_text
 
 #: The largest string or list one ``*`` may build in a template.
 MAX_REPEAT = 100_000
@@ -43,33 +46,31 @@ def is_template(value: str) -> bool:
     return "{{" in value or "{%" in value or "{#" in value
 
 
-#: Every variable an ``env()`` call read in this process, so that what the CLI prints (render, dryrun) can
-#: hide their values: a spec from a pull request must not print CI secrets into a log.
-ENV_READ: set[str] = set()
+#: The files the renderer running in this context has read (imports, includes): see Renderer.dependencies.
+_READS: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("torchspec_template_reads", default=None)
 
 
 def redact_env(text: str) -> str:
-    """``text`` with the value of every variable ``env()`` read in this process replaced by ``<value from env(NAME)>``.
-
-    Values shorter than 3 characters are left (they would blank out digits
-    and words everywhere, and are no secrets).
-    """
-    values = sorted(((os.environ[n], n) for n in ENV_READ if len(os.environ.get(n, "")) >= 3),
-                    key=lambda pair: len(pair[0]), reverse=True)
-    for value, name in values:
-        text = text.replace(value, f"<value from env({name})>")
-    return text
+    """``text`` with the value of every variable ``env()`` read in this process replaced by
+    ``<value from env(NAME)>`` (see :mod:`torchspec.redaction`)."""
+    return redact_text(text)
 
 
 class RenderError(Exception):
-    """A template failed; ``line`` is the 1-based line inside the value, where known."""
+    """A template failed; ``line`` is the 1-based line inside the value, where known.
 
-    def __init__(self, code: str, message: str, hint: str | None = None, line: int = 1) -> None:
+    ``origin`` is ``(file, line)`` when the failure happened inside an imported
+    template file (a macro's body, a syntax error in the file).
+    """
+
+    def __init__(self, code: str, message: str, hint: str | None = None, line: int = 1,
+                 origin: tuple[str, int] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.hint = hint
         self.line = line
+        self.origin = origin
 
 
 class _EnvNotSet(Exception):
@@ -91,11 +92,15 @@ class Renderer:
         spec_dir: str,
         imports: dict[str, str] | None = None,
         template_paths: list[str] | tuple[str, ...] = (),
+        source: Source = FILES,
     ) -> None:
         self.variables = variables
-        self.roots = [os.path.realpath(spec_dir)] + [os.path.realpath(p) for p in template_paths]
+        self.source = source
+        self.roots = [source.realpath(spec_dir)] + [source.realpath(p) for p in template_paths]
         self.imports = dict(imports or {})
         self.env_read: list[str] = []
+        #: real paths of the template files Jinja loaded for this renderer (imports, includes, extends)
+        self.files_read: set[str] = set()
         self._jinja: Any = None
         self._context: dict[str, Any] | None = None
 
@@ -107,6 +112,7 @@ class Renderer:
         if simple is not _MISSING:
             return simple
         single = _SINGLE.match(value)
+        reads = _READS.set(self.files_read)
         try:
             if single and not any(t in single.group(1) for t in ("{{", "}}", "{%", "%}", "{#")):
                 return _plain(self._expression(single.group(1))(**self.context()))
@@ -115,6 +121,16 @@ class Renderer:
             raise
         except Exception as e:  # every Jinja failure becomes a RenderError with a code
             raise self._explain(e) from None
+        finally:
+            _READS.reset(reads)
+
+    def dependencies(self) -> list[str]:
+        """Real paths of the files this document's values depend on besides the spec: the files its
+        ``imports`` name and every template file Jinja asked for while rendering (includes, imports),
+        found or not: a missing one is where the file would have to be (in the spec's folder)."""
+        declared = {self._find(path) or self.source.realpath(os.path.join(self.roots[0], path))
+                    for path in self.imports.values() if not os.path.isabs(path)}
+        return sorted(self.files_read | declared)
 
     def context(self) -> dict[str, Any]:
         """Params, the ``env()`` function and the imported macro modules."""
@@ -185,7 +201,7 @@ class Renderer:
 
     def jinja(self) -> Any:
         if self._jinja is None:
-            self._jinja = _environment(tuple(self.roots))
+            self._jinja = _environment(tuple(self.roots), self.source)
         return self._jinja
 
     def _template(self, source: str) -> Any:
@@ -200,16 +216,19 @@ class Renderer:
         Never follows a path out of the allowed folders (``..``, absolute
         paths, symlinks) and never opens devices or FIFOs, which could hang.
         """
+        real = self._find(path)
+        if real is None or self.source.size(real) > MAX_TEMPLATE_BYTES:
+            return None
+        return self.source.read(real, MAX_TEMPLATE_BYTES).decode("utf-8", errors="replace")
+
+    def _find(self, path: str) -> str | None:
+        """The real path of the regular file ``path`` names in the first allowed folder holding one, else None."""
         if os.path.isabs(path) or ".." in path.replace("\\", "/").split("/"):
             return None
         for root in self.roots:
-            real = os.path.realpath(os.path.join(root, path))
-            if not _inside(real, self.roots) or not os.path.isfile(real):
-                continue
-            if os.path.getsize(real) > MAX_TEMPLATE_BYTES:
-                return None
-            with open(real, encoding="utf-8", errors="replace") as f:
-                return f.read()
+            real = self.source.realpath(os.path.join(root, path))
+            if _inside(real, self.roots) and self.source.is_file(real):
+                return real
         return None
 
     def _env(self, name: str, default: Any = _MISSING) -> Any:
@@ -236,9 +255,15 @@ class Renderer:
             raise
         except Exception as e:
             error = self._explain(e)
-            raise RenderError(error.code, f"import {alias!r} ({path}): {error.message}", error.hint) from None
+            raise RenderError(error.code, f"import {alias!r} ({path}): {error.message}", error.hint,
+                              origin=error.origin) from None
 
     def _explain(self, e: BaseException) -> RenderError:
+        error = self._explained(e)
+        error.origin = error.origin or _origin(e)
+        return error
+
+    def _explained(self, e: BaseException) -> RenderError:
         from jinja2 import exceptions as jx
 
         if isinstance(e, _EnvNotSet):
@@ -290,6 +315,28 @@ def _bounded(f: Any) -> Any:
     return bounded
 
 
+def _origin(e: BaseException) -> tuple[str, int] | None:
+    """``(file, line)`` in the template file where ``e`` happened; None for a spec's own values.
+
+    A syntax error names its file; an error raised while a macro ran is found
+    in the traceback, whose frames from template files carry Jinja's map from
+    the compiled code's lines back to the template's (``debug_info``).
+    """
+    filename = getattr(e, "filename", None)
+    if isinstance(filename, str) and getattr(e, "lineno", None):
+        return filename, int(e.lineno)  # type: ignore[attr-defined]
+    found = None
+    tb = e.__traceback__
+    while tb is not None:
+        info = tb.tb_frame.f_globals.get("debug_info")
+        file = tb.tb_frame.f_globals.get("__file__")
+        if isinstance(info, str) and isinstance(file, str) and file == tb.tb_frame.f_code.co_filename:
+            pairs = [tuple(map(int, x.split("="))) for x in info.split("&") if x]
+            found = file, next((t for t, c in reversed(pairs) if c <= tb.tb_lineno), 1)
+        tb = tb.tb_next
+    return found
+
+
 def _inside(real: str, roots: list[str]) -> bool:
     return any(real == root or real.startswith(root + os.sep) for root in roots)
 
@@ -329,13 +376,13 @@ def _plain(value: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=64)
-def _environment(roots: tuple[str, ...]) -> Any:
-    """One sandbox per set of allowed folders, shared by every document that has them.
+def _environment(roots: tuple[str, ...], source: Source) -> Any:
+    """One sandbox per set of allowed folders (and source), shared by every document that has them.
 
     Sharing matters for lint: a thousand specs in one folder compile each
     distinct template once, not once per file.
     """
-    return _make_environment(list(roots))
+    return _make_environment(list(roots), source)
 
 
 def _compiled(env: Any, kind: str, source: str) -> Any:
@@ -351,23 +398,44 @@ def _compiled(env: Any, kind: str, source: str) -> Any:
     return found
 
 
-def _make_environment(roots: list[str]) -> Any:
-    from jinja2 import FileSystemLoader, StrictUndefined, TemplateNotFound
+def _note_read(path: str) -> None:
+    reads = _READS.get()
+    if reads is not None:
+        reads.add(path)
+
+
+def _make_environment(roots: list[str], source: Source) -> Any:
+    from jinja2 import BaseLoader, StrictUndefined, TemplateNotFound
+    from jinja2.loaders import split_template_path
     from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-    class ConfinedLoader(FileSystemLoader):
-        """Reads templates only from the allowed folders, after resolving symlinks."""
+    class ConfinedLoader(BaseLoader):
+        """Reads templates from ``source``, only from the allowed folders, after resolving symlinks.
+
+        Each template Jinja asks for is noted as a read of the renderer at
+        work: on first load here, and on every cache hit in ``uptodate``
+        (Jinja asks it each time, as ``auto_reload`` is on).
+        """
 
         def get_source(self, environment: Any, template: str) -> Any:
+            pieces = split_template_path(template.replace("\\", "/"))  # refuses '..' as FileSystemLoader does
             for root in roots:  # check before opening: a FIFO or a device would hang or flood the read
-                real = os.path.realpath(os.path.join(root, *template.replace("\\", "/").split("/")))
-                if os.path.exists(real) and (not _inside(real, roots) or not os.path.isfile(real)
-                                             or os.path.getsize(real) > MAX_TEMPLATE_BYTES):
+                real = source.realpath(os.path.join(root, *pieces))
+                if not source.exists(real):
+                    continue
+                if not _inside(real, roots) or not source.is_file(real) or source.size(real) > MAX_TEMPLATE_BYTES:
                     raise TemplateNotFound(template)
-            source, filename, uptodate = super().get_source(environment, template)
-            if not _inside(os.path.realpath(filename), roots):
-                raise TemplateNotFound(template)
-            return source, filename, uptodate
+                text = source.read(real, MAX_TEMPLATE_BYTES).decode("utf-8")
+                stamp = source.stamp(real)
+                _note_read(real)
+
+                def uptodate(real: str = real, stamp: object = stamp) -> bool:
+                    _note_read(real)
+                    return source.stamp(real) == stamp
+
+                return text, real, uptodate
+            _note_read(source.realpath(os.path.join(roots[0], *pieces)))  # missing: still what the spec uses
+            raise TemplateNotFound(template)
 
     class Sandbox(ImmutableSandboxedEnvironment):
         intercepted_binops = frozenset(["*", "**", "%"])
@@ -390,7 +458,7 @@ def _make_environment(roots: list[str]) -> Any:
                 _check_widths(obj)  # "{:>999999999}".format(1)
             return super().getattr(obj, attribute)
 
-    env = Sandbox(loader=ConfinedLoader(roots), undefined=StrictUndefined, autoescape=False)
+    env = Sandbox(loader=ConfinedLoader(), undefined=StrictUndefined, autoescape=False)
     for name in ("center", "indent", "wordwrap", "truncate", "format"):
         env.filters[name] = _bounded(env.filters[name])
     env.compiled_cache = {}  # see _compiled: it lives and dies with its environment

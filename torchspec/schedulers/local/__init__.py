@@ -25,10 +25,11 @@ The package, lowest module first (each imports only those above it):
 - ``options.py``: the run options and how a cfg is read
 - ``request.py``: the request classes (what a dry run prints, what the supervisor reads)
 - ``translate.py``: AppDef -> request
-- ``processes.py``: is a pid alive, stopping process groups nobody supervises
+- ``processes.py``: is a pid alive, stopping process groups nobody supervises, strays outside them
 - ``state.py``: the app folder's file format: atomic ``state.json``, its locks, the state edits
 - ``logs.py``: the stored log line format and when a followed log is over
 - ``pump.py``: the supervisor's one I/O thread (every replica's pipes and exits)
+- ``guard.py``: the supervisor's parent, which stops the app if the supervisor is killed
 - ``supervisor.py``: the detached process that runs one app (started without ``site``: it imports only
   the standard library and the modules above)
 - ``scheduler.py``: the Scheduler class, which does the I/O

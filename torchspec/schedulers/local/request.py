@@ -124,15 +124,18 @@ class LocalRequest(_Record):
     ``index_dir`` is the scheduler's own ``apps`` folder when the ``state_dir``
     run option put the app elsewhere: ``schedule`` links the app there so
     status and log commands, which get no run options, still find it.
-    ``spec`` is the AppDef as submitted, kept for ``spec.json``.
+    ``spec`` is the AppDef as submitted, kept for ``spec.json``; ``labels``
+    its metadata, which ``list`` and ``describe`` give back.
     """
 
-    _fields = ("app_id", "app_name", "session_name", "app_dir", "kill_grace_s", "roles", "index_dir", "spec")
+    _fields = ("app_id", "app_name", "session_name", "app_dir", "kill_grace_s", "roles", "index_dir", "spec",
+               "labels")
     _hidden = ("spec",)
 
     def __init__(self, app_id: str, app_name: str, session_name: str, app_dir: str, kill_grace_s: int,
                  roles: List[RoleRequest], index_dir: Optional[str] = None,
-                 spec: Optional[Dict[str, Any]] = None) -> None:
+                 spec: Optional[Dict[str, Any]] = None, labels: Optional[Dict[str, str]] = None) -> None:
+        labels = {} if labels is None else labels
         self._assign(locals())
         self.spec: Dict[str, Any] = {} if spec is None else spec
 
@@ -161,6 +164,7 @@ class LocalRequest(_Record):
             kill_grace_s=int(data["kill_grace_s"]),
             roles=roles,
             index_dir=data.get("index_dir"),
+            labels=dict(data.get("labels") or {}),
         )
 
     def role(self, name: str) -> Optional[RoleRequest]:

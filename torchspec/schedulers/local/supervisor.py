@@ -26,6 +26,12 @@ the command that submitted the app and ignores that terminal's Ctrl-C.  It:
   ``kill_grace_s`` seconds, then SIGKILL; the app ends CANCELLED;
 - holds ``supervisor.lock`` from before it reports ready until it exits,
   so others know it is alive (the kernel drops the lock when it dies);
+- then forks its guard (:mod:`~torchspec.schedulers.local.guard`), which
+  stops the app should the supervisor be killed;
+- is a child subreaper (Linux), so what the replicas start outside their
+  process groups (``setsid``) becomes its child once orphaned: it reaps those
+  that exit and, when the app ends, SIGKILLs the rest before recording the
+  end;
 - writes ``state.json`` (under its lock) when something changes, at most
   every 50 ms while replicas start or end (every save rewrites the state of
   every replica), at once when the app ends, and at least every second as a
@@ -46,8 +52,9 @@ import time
 from types import FrameType
 from typing import Any, Callable, Dict, List, Optional
 
+from torchspec.schedulers.local.guard import start_guard
 from torchspec.schedulers.local.logs import LogWriter
-from torchspec.schedulers.local.processes import signal_group
+from torchspec.schedulers.local.processes import kill_strays, reap_strays, signal_group
 from torchspec.schedulers.local.pump import Drain, Pump
 from torchspec.schedulers.local.state import (
     finish_app,
@@ -225,7 +232,7 @@ class Supervisor:
         self._last_save = 0.0
         self._dirty = False
         self._lock_fd: Optional[int] = None
-        self.pump = Pump()
+        self.pump: Optional[Pump] = None  # made after the guard is forked: its fds are this process's alone
         # replicas whose process the pump saw exit, in the order it did; taken by the main loop
         self._exits: List[_Replica] = []
         self._exits_lock = threading.Lock()
@@ -301,12 +308,24 @@ class Supervisor:
             watched = all(replica.watched for replica in left)
             self.wake.wait(min(remaining, self._pause() if watched else 0.05))
             self.heartbeat()
+        if len(replicas) == len(self.replicas):
+            self.kill_all(running)
         drained_by = time.monotonic() + _DRAIN_S
         for replica in running:
             replica.collect(final_state, drained_by)
         self._dirty = True
 
+    def kill_all(self, running: List[_Replica]) -> None:
+        """The whole app stops: SIGKILL the replicas, then the orphans they leave (which may hold their pipes)."""
+        for replica in running:
+            signal_group(replica.record.get("pgid"), signal.SIGKILL)
+        deadline = time.monotonic() + _DRAIN_S
+        while time.monotonic() < deadline and not all(replica.exited() for replica in running):
+            time.sleep(0.01)
+        kill_strays([replica.proc.pid for replica in running if replica.proc])
+
     def finish(self, final: str, msg: str) -> int:
+        kill_strays()  # what the replicas left behind outside their process groups, before anyone sees the end
         finish_app(self.state, final, msg)
         self.save()
         for replica in self.replicas:
@@ -318,6 +337,7 @@ class Supervisor:
         """Someone else ended the app (declared us dead): stop its replicas and leave the state alone."""
         _say("the app was marked finished by another process; stopping its replicas")
         self.stop(self.replicas, "FAILED")
+        kill_strays()
         for replica in self.replicas:
             replica.logs.close()
         return 1
@@ -327,6 +347,7 @@ class Supervisor:
         for replica in self.replicas:
             if replica.running:
                 signal_group(replica.record.get("pgid"), signal.SIGKILL)
+        kill_strays()
 
         update_state(self.app_dir, lambda state: finish_app(state, "FAILED", msg))
 
@@ -415,6 +436,8 @@ class Supervisor:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
         self._lock_fd = hold_supervisor_lock(self.app_dir)
+        start_guard(self.app_dir)  # from here on, this process is the guarded child
+        self.pump = Pump()
 
         def register(state: Dict[str, Any]) -> None:
             state["supervisor"].update(pid=os.getpid(), ready=True, heartbeat=time.time())
@@ -505,6 +528,7 @@ class Supervisor:
                 if all(replica.record["state"] == "SUCCEEDED" for replica in self.replicas):
                     return self.finish("SUCCEEDED", "")
                 self._dirty = True
+            reap_strays([replica.proc.pid for replica in self.replicas if replica.running and replica.proc])
             self.heartbeat()
             self.wake.wait(self._pause())
 

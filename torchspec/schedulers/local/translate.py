@@ -13,6 +13,7 @@ import os
 from typing import Dict, List, Mapping, Optional
 
 from torchspec.errors import AppRefusedError
+from torchspec.schedulers.api import labels_of
 from torchspec.schedulers.entrypoint import resolve_entrypoint
 from torchspec.schedulers.local.options import extra_env, kill_grace_s
 from torchspec.schedulers.local.request import LocalRequest, ReplicaRequest, RoleRequest
@@ -185,6 +186,7 @@ def app_to_request(
         index_dir=index_dir,
         kill_grace_s=kill_grace_s(cfg),
         roles=roles,
+        labels=labels_of(app),
     )
 
 
