@@ -105,8 +105,9 @@ def load_text(text: str, path: str = "<string>", fmt: str = "yaml", options: Loa
     if any(d.is_error for d in problems):
         return result  # documents after a syntax error are not trustworthy
     values_file = read_params_file(options.params_file) if options.params_file else None
+    has_templates = _has_markers(text)  # once: per document, a file of many documents took quadratic time
     for doc in docs:
-        result.documents.append(_load_document(doc, options, values_file, has_templates=_has_markers(text)))
+        result.documents.append(_load_document(doc, options, values_file, has_templates=has_templates))
     return result
 
 
