@@ -67,7 +67,7 @@ def unholdable(text: str) -> str | None:
     return "a NUL character" if m.group() == "\x00" else f"the lone surrogate \\u{ord(m.group()):04x} (not a character)"
 
 
-def _unholdable_in(data: Any) -> tuple[Path, str] | None:
+def unholdable_in(data: Any) -> tuple[Path, str] | None:
     """The first string or key under ``data`` holding what :func:`unholdable` finds, as (path, message)."""
     stack: list[tuple[Path, Any]] = [((), data)]
     while stack:
@@ -202,6 +202,8 @@ class _YamlBuilder:
         self.count = 0
         self.seen: set[int] = set()  # the scalar nodes built once: building one again is an alias's copy
         self.repeated = 0  # characters of text aliases repeated
+        self.aliases = "*" in text  # without an alias no node is built twice
+        self.escapes = "\\" in text  # a NUL or a surrogate can only be written as an escape
 
     def build(self, node: Node, path: Path, depth: int) -> Any:
         self.count += 1
@@ -210,7 +212,7 @@ class _YamlBuilder:
         if self.count > MAX_VALUES:
             raise _ParseError("TS104", f"the document expands to more than {MAX_VALUES} values",
                               where, "anchors and aliases (&a, *a) must not multiply the document")
-        if isinstance(node, ScalarNode):
+        if self.aliases and isinstance(node, ScalarNode):
             if id(node) in self.seen:
                 self.repeated += len(node.value)
                 if self.repeated > MAX_ALIAS_CHARS:
@@ -245,7 +247,7 @@ class _YamlBuilder:
         raise self._bad_tag(node, where)
 
     def _text(self, value: str, where: Position, what: str) -> str:
-        problem = unholdable(value)
+        problem = self.escapes and unholdable(value)
         if problem:
             raise _ParseError("TS106", f"the {what} holds {problem}", where, _UNHOLDABLE_HINT)
         return value
@@ -486,7 +488,7 @@ def parse_toml(text: str, file: str) -> Parsed:
     positions, key_positions = _toml_positions(text)
     doc = Document(file, text, data, 0, positions, key_positions, "toml")
     if "\\u0000" in text or "\\U00000000" in text:
-        problem = _unholdable_in(data)
+        problem = unholdable_in(data)
         if problem:
             return [], [doc.diagnostic("TS106", problem[1], problem[0], _UNHOLDABLE_HINT)]
     return [doc], []

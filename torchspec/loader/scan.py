@@ -33,7 +33,9 @@ def yaml_may_nest(text: str) -> bool:
     two levels), so a line of n characters allows at most 2n + 2 block
     levels; each flow collection needs its own bracket.
     """
-    longest = max(len(line) for line in text.split("\n"))
+    if 2 * len(text) + 2 <= YAML_SCAN_ABOVE:
+        return False
+    longest = max(map(len, text.split("\n")))
     return 2 * longest + 2 + text.count("[") + text.count("{") > YAML_SCAN_ABOVE
 
 
