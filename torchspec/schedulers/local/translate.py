@@ -30,7 +30,7 @@ from torchspec.schedulers.local.states import (
     STDERR_LOG,
     STDOUT_LOG,
 )
-from torchspec.schedulers.replicas import ENV_RANK0_HOST, replica_env
+from torchspec.schedulers.replicas import ENV_RANK0_HOST, env_line, replica_env
 from torchspec.specs import AppDef, CfgVal, RetryPolicy, Role, macros
 
 logger: logging.Logger = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ class ReplicaRequest:
             f"      PATH:     {path}",
             "      env:",
         ]
-        lines += [f"        {key}={value}" for key, value in self.env.items()]
+        lines += [f"        {env_line(key, value)}" for key, value in self.env.items()]
         lines.append(f"        {ENV_RESTART_COUNT}=<restarts so far, set at each launch>")
         lines.append(f"      output:   {self.output}")
         return lines
