@@ -91,3 +91,20 @@ def test_many_documents_are_bounded(bounded: None) -> None:
 def test_many_documents_under_the_limit_load_in_linear_time(bounded: None) -> None:
     text = "".join(SPEC.replace("name: app", f"name: app{i}") + "---\n" for i in range(MAX_DOCUMENTS - 1)) + SPEC
     assert problems(text) == []
+
+
+def test_readme_security_names_the_limits_the_code_enforces() -> None:
+    """README's Security table is written from these constants; a changed limit must change the docs."""
+    from input_support import ROOT
+    from torchspec.loader.parsers import MAX_DEPTH
+    from torchspec.loader.sandbox import MAX_OUTPUT, MAX_REPEAT, MAX_TEMPLATE_BYTES
+    from torchspec.loader.template import MAX_DOCUMENT_OUTPUT, MAX_RENDER_MEMORY, RENDER_SECONDS
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Security"):readme.index("## pre-commit")]
+    for text in (f"{MAX_FILE_BYTES // 2**20} MiB (lint", f"{MAX_DEPTH} levels", f"{MAX_VALUES:,} values",
+                 f"{MAX_ALIAS_CHARS // 2**20} MiB of text repeated", f"| {MAX_DOCUMENTS:,} |",
+                 f"{MAX_OUTPUT:,} characters;", f"{MAX_DOCUMENT_OUTPUT:,} characters, {RENDER_SECONDS:g} seconds, "
+                 f"{MAX_RENDER_MEMORY // 2**20} MiB", f"{MAX_REPEAT:,} items", f"over {MAX_TEMPLATE_BYTES // 2**20} MiB"):
+        assert text in section, text
+    assert "- [Security](#security)" in readme

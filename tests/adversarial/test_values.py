@@ -88,3 +88,14 @@ def test_huge_integers_through_the_cli(tmp_path) -> None:
     path.write_text('{"name": "a", "roles": [{"name": "a", "image": ".", "entrypoint": "e", "max_retries": '
                     + "1" * 100_000 + "}]}")
     assert_clean(cli("dryrun", "-s", "local", str(path)), ExitCode.SPEC_ERROR, "TS104", "digits")
+
+
+def test_a_stand_in_param_of_the_wrong_type_does_not_crash_lint(tmp_path) -> None:
+    """Found by the fuzz test: lint stood in [] for a required list param used as a role name, and the
+    rules (which trust the schema) crashed on it: exit 3.  Lint now skips the rules there; given a value,
+    the type error is reported."""
+    path = tmp_path / "list-name.yaml"
+    path.write_text("name: app\nroles:\n- name: '{{ n }}'\n  image: .\n  entrypoint: python\n"
+                    "params:\n  n:\n    type: list\n")
+    assert_clean(cli("lint", str(path)), ExitCode.OK)
+    assert_clean(cli("lint", str(path), "-p", "n=a,b"), ExitCode.SPEC_ERROR, "TS201")

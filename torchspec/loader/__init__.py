@@ -280,6 +280,8 @@ def _checked(out: LoadedDocument, doc: Document, declared: dict[str, Any], sourc
     _unused_params(out, doc, declared, sources, renderer)
     if has_templates and _schema_problems(out, doc, validator(strict=True), data=out.rendered, skip=doubtful):
         return out
+    if doubtful and any(True for _ in validator(strict=True).issues(out.rendered)):
+        return out  # lint's stand-in for a param gave a field the wrong type: the rules trust types, so they cannot run
     from torchspec.loader import rules
 
     rendered_doc = Document(doc.file, doc.text, out.rendered, doc.index, doc.positions, doc.key_positions, doc.format)

@@ -22,7 +22,7 @@ import functools
 import itertools
 import os
 import re
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 #: The largest string or list one ``*`` may build in a template (items), and the largest number a filter takes.
 MAX_REPEAT = 100_000
@@ -177,7 +177,7 @@ def _bounded_filter(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(f)
     def bounded(*args: Any, **kwargs: Any) -> Any:
         args = list(args)
-        if len(args) > skip and hasattr(args[skip], "__next__") and not isinstance(args[skip], (str, bytes)):
+        if len(args) > skip and isinstance(args[skip], Iterator):  # (hasattr would trip a StrictUndefined)
             args[skip] = collect(args[skip], f"the input of |{name}")
         for value in itertools.chain(args[skip:], kwargs.values()):
             if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_REPEAT:
