@@ -93,6 +93,13 @@ def test_many_documents_under_the_limit_load_in_linear_time(bounded: None) -> No
     assert problems(text) == []
 
 
+def test_thousands_of_duplicate_keys_take_linear_time(bounded: None) -> None:
+    """Found by the fuzz test: each duplicate's source line was looked up from the start (20,000 took 36 s)."""
+    errors = [d for d in problems("  k:\n" * 20_000 + "name: app\n") if d.is_error]
+    assert len(errors) == 19_999 and {d.code for d in errors} == {"TS105"}
+    assert errors[-1].line == 20_000 and errors[-1].source_line == "  k:"
+
+
 def test_readme_security_names_the_limits_the_code_enforces() -> None:
     """README's Security table is written from these constants; a changed limit must change the docs."""
     from input_support import ROOT

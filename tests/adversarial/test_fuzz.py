@@ -31,12 +31,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from torchspec.errors import TorchSpecError
-from torchspec.loader import LoadOptions, load_app, load_file
+from torchspec.loader import LoadOptions, load_app, load_file, template
 from torchspec.loader.schema import validator
 from torchspec.specs.convert import dump_app
 
 #: Examples per test: a short budget for CI unless TORCHSPEC_FUZZ_EXAMPLES asks for more.
 EXAMPLES = int(os.environ.get("TORCHSPEC_FUZZ_EXAMPLES") or 0) or 100
+#: Two loads an example, each with at most the 1 s render clock (quick_clock) and parsing: a slower one is a finding.
 FUZZ = settings(max_examples=EXAMPLES, deadline=timedelta(seconds=6), print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.filter_too_much, HealthCheck.large_base_example])
@@ -58,6 +59,17 @@ def memory_cap() -> Iterator[None]:
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quick_clock() -> Iterator[None]:
+    """A 1 s render clock instead of 5: runaway templates are many here, and each is loaded twice."""
+    saved = template.RENDER_SECONDS
+    template.RENDER_SECONDS = 1.0
+    try:
+        yield
+    finally:
+        template.RENDER_SECONDS = saved
 
 
 FOLDER = tempfile.mkdtemp(prefix="torchspec-fuzz-")

@@ -49,10 +49,11 @@ def app(tmp_path: pathlib.Path) -> pathlib.Path:
     image.mkdir()
     (image / "show.py").write_text(SHOW)
     (image / "show.py").chmod(0o755)
-    params = "".join(f"  v{i}: {{type: string}}\n" for i in range(len(HOSTILE)))
+    params = f"  img: {{type: string, default: '{image}'}}\n"  # a container image for docker and kubernetes
+    params += "".join(f"  v{i}: {{type: string}}\n" for i in range(len(HOSTILE)))
     args = ", ".join(f'"{{{{ v{i} }}}}", "<{{{{ v{i} }}}}>"' for i in range(len(HOSTILE)))
     env = "".join(f'      V{i}: "{{{{ v{i} }}}}"\n' for i in range(len(HOSTILE)))
-    (tmp_path / "spec.yaml").write_text(f"name: inj\nparams:\n{params}roles:\n  - name: a\n    image: {image}\n"
+    (tmp_path / "spec.yaml").write_text(f"name: inj\nparams:\n{params}roles:\n  - name: a\n    image: '{{{{ img }}}}'\n"
                                         f"    entrypoint: show.py\n    args: [{args}]\n    env:\n{env}")
     return tmp_path
 
@@ -144,6 +145,8 @@ def dryrun_request(app: pathlib.Path, scheduler: str, plain: bool = False) -> ob
     from torchspec.runner import get_runner
 
     values = {f"v{i}": "plain" if plain else v.replace("MARKER", str(app / "MARKER")) for i, v in enumerate(HOSTILE)}
+    if scheduler in ("docker", "kubernetes"):
+        values["img"] = "busybox"
     with get_runner() as runner:
         return runner.dryrun_component(str(app / "spec.yaml"), values, scheduler).request
 

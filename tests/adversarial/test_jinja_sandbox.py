@@ -104,6 +104,7 @@ BOMBS = [
     "{% set ns = namespace(a=['x' * 999] * 9999) %}{{ ns }}",
     "{{ '%0999999999d' % 1 }}",
     "{{ 'x' | center(999999999) }}",
+    r"{{ (('\t' * 99).expandtabs(9999)) | wordwrap(5) }}",  # found by the fuzz test: 10 s in textwrap, uninterruptible
 ]
 
 

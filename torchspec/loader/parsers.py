@@ -91,17 +91,23 @@ def _long_number(position: Position | None) -> _ParseError:
                        'no spec field takes such a number; quote it to keep it as text: "123..."')
 
 
+#: The last text split at "\n", and its lines: see _line_of.
+_SPLIT: list[Any] = [None, []]
+
+
 def _line_of(text: str, line: int | None) -> str | None:
-    """The text of 1-based ``line``, without splitting the whole file."""
+    """The text of 1-based ``line``.
+
+    The split is kept for the next call on the same text: a file with
+    thousands of problems (20,000 duplicate keys) looked each line up from
+    the start, which took quadratic time.
+    """
     if not line or line < 1:
         return None
-    start = 0
-    for _ in range(line - 1):
-        start = text.find("\n", start) + 1
-        if start == 0:
-            return None
-    end = text.find("\n", start)
-    return text[start:] if end < 0 else text[start:end].rstrip("\r")
+    if _SPLIT[0] is not text:
+        _SPLIT[:] = [text, text.split("\n")]
+    lines: list[str] = _SPLIT[1]
+    return lines[line - 1].rstrip("\r") if line <= len(lines) else None
 
 
 def _diagnostic(file: str, text: str, err: _ParseError, index: int = 0) -> Diagnostic:

@@ -207,6 +207,8 @@ def _grown_by_filter(name: str, value: Any, rest: list[Any], kwargs: dict[str, A
         grown = len(str(value)) + str(value).count("\n") * (width if isinstance(width, int) else len(str(width)))
     elif name == "join":
         _bounded_join(str(arg(0, "d", "")), value, "|join")
+    elif name == "wordwrap" and len(str(value)) > MAX_REPEAT:  # textwrap is superlinear in C: 1M spaces took 10 s
+        raise _refuse(f"|wordwrap takes at most {MAX_REPEAT} characters")
     elif name == "sum" and isinstance(arg(1, "start", 0), list) and arg(0, "attribute", None) is None:
         items = list(value)
         if all(isinstance(x, list) for x in items):
