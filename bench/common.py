@@ -6,10 +6,13 @@ folder first on ``sys.path`` when a benchmark runs as a script.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -26,6 +29,23 @@ def find_torchspec(mode: str) -> list[str] | None:
     except ImportError:
         ok = False
     return [sys.executable, "-m", "torchspec"] if ok else None
+
+
+def runner_options(ap: argparse.ArgumentParser) -> None:
+    """``--runner`` (how to run torchspec) and ``--fail-on-miss``, as every benchmark takes them."""
+    ap.add_argument("--runner", choices=["auto", "script", "module"], default="auto",
+                    help="how to run torchspec: its console script or python -m torchspec")
+    ap.add_argument("--fail-on-miss", action="store_true", help="exit 1 when a target is missed")
+
+
+def timed(cmd: list[str], env: dict[str, str], cwd: Path, ok: tuple[int, ...] = (0,)) -> tuple[float, str]:
+    """Seconds ``cmd`` took, and its stdout; an exit status not in ``ok`` stops the benchmark."""
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    elapsed = time.perf_counter() - start
+    if proc.returncode not in ok:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-800:]}")
+    return elapsed, proc.stdout
 
 
 def median(values: list[float]) -> float:

@@ -32,18 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import find_torchspec, median
+from common import find_torchspec, median, timed
 
 MEASUREMENTS = ("run", "status", "cancel")
-
-
-def timed(cmd: list[str], env: dict[str, str], cwd: Path, ok: tuple[int, ...] = (0,)) -> tuple[float, str]:
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    elapsed = time.perf_counter() - start
-    if proc.returncode not in ok:
-        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-500:]}")
-    return elapsed, proc.stdout
 
 
 def spec(work: Path, name: str, n: int, command: str) -> Path:

@@ -62,3 +62,16 @@ def slurm_jobs() -> Iterator[list]:
     jobs: list = []
     yield jobs
     slurm_support.cancel_and_wait(jobs)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Any]:
+    """A real two-node Ray cluster (tests/ray_support.py), started once per session and stopped at its end.
+
+    Skips without ray installed (fails with TORCHSPEC_REQUIRE_RAY=1).
+    """
+    import ray_support
+
+    cluster = ray_support.start_cluster()
+    yield cluster
+    cluster.stop()

@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 import time
-from typing import Iterable, List
+from typing import Any, Iterable, List
 
 import pytest
 
@@ -71,3 +71,16 @@ def cancel_and_wait(job_ids: Iterable[str], timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while live_jobs(ids) and time.monotonic() < deadline:
         time.sleep(0.3)
+
+
+def wait_terminal(sched: Any, job_id: str, timeout: float = 240) -> Any:
+    """The scheduler's DescribeAppResponse of the job once it ended, or after ``timeout`` seconds."""
+    from torchspec import specs
+
+    deadline = time.monotonic() + timeout
+    while True:
+        desc = sched.describe(job_id)
+        assert desc is not None, f"Slurm does not know job {job_id}"
+        if specs.is_terminal(desc.state) or time.monotonic() > deadline:
+            return desc
+        time.sleep(1)

@@ -15,14 +15,14 @@ import re
 
 import jsonschema
 import yaml
+from example_files import example_specs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from torchspec.loader import LoadOptions, load_text
 from torchspec.loader.schema import load_schema, strict_schema, validator
 
-EXAMPLES = sorted(p for p in (pathlib.Path(__file__).parent.parent / "examples").rglob("*")
-                  if p.suffix in (".yaml", ".yml", ".json", ".toml"))
+EXAMPLES = example_specs()
 CODE = re.compile(r"^TS\d{3}$")
 KEYS = ["name", "roles", "image", "entrypoint", "args", "env", "num_replicas", "min_replicas", "max_retries",
         "retry_policy", "resource", "cpu", "gpu", "memMB", "port_map", "metadata", "mounts", "type", "src_path",

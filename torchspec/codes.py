@@ -447,6 +447,23 @@ _ALL = [
                 "# fix: drop the field, or lint (and run) only on 1.26 and newer\n"
                 "$ torchspec lint --scheduler kubernetes --k8s-version 1.26 --k8s-version 1.37 job.yaml",
     ),
+    Code(
+        "TS603", "folder-image", ERROR,
+        "A role's image is a folder (such as the default `.`) on a scheduler that runs container images.",
+        why="On local and slurm an image is a folder on the host, and `.` (the built-in components' default) is "
+            "the folder you submit from; docker and kubernetes run each role in a container image, where `.` or "
+            "/home/me/project names nothing they can pull. A Kubernetes manifest with `image: .` is accepted and "
+            "its pods then fail to pull; submit refuses it instead.",
+        fix="Set the role's image to a container image the scheduler can pull (`image: ghcr.io/acme/train:1`); "
+            "for a component, pass it as a param: -p image=NAME.",
+        example="$ torchspec lint --scheduler kubernetes job.yaml\n"
+                "# bad\n"
+                "roles: [{name: trainer, image: ., entrypoint: python, args: [train.py]}]\n"
+                "# fix\n"
+                "roles: [{name: trainer, image: ghcr.io/acme/train:1, entrypoint: python, args: [train.py]}]\n"
+                "# a component\n"
+                "$ torchspec submit -s kubernetes dist.ddp -p script=train.py -p image=ghcr.io/acme/train:1",
+    ),
 ]
 
 CODES: dict[str, Code] = {c.code: c for c in _ALL}

@@ -9,7 +9,7 @@ renders both the same way.  Nothing here prints or colours.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence, Union
 
 PathPart = Union[str, int]
@@ -31,6 +31,15 @@ def format_path(parts: Sequence[PathPart]) -> str:
     return out
 
 
+@dataclass(frozen=True)
+class Related:
+    """Another place a diagnostic is about: the line of an imported template where a failure happened."""
+
+    file: str
+    line: int
+    message: str
+
+
 @dataclass
 class Diagnostic:
     """One problem found in one place of one file.
@@ -39,6 +48,7 @@ class Diagnostic:
     (TOML values give the key's line only).  ``document`` is the index of the
     YAML document in a multi-document file.  ``source_line`` is the text of the
     offending line, kept so reporters can draw a caret without re-reading files.
+    ``related`` points into other files (an imported template's failing line).
     """
 
     code: str
@@ -51,6 +61,7 @@ class Diagnostic:
     severity: str = ERROR
     document: int = 0
     source_line: str | None = None
+    related: list[Related] = field(default_factory=list)
 
     @property
     def is_error(self) -> bool:
@@ -74,7 +85,7 @@ class Diagnostic:
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "source_line"}
+        return {k: v for k, v in asdict(self).items() if k != "source_line" and (k != "related" or v)}
 
 
 def did_you_mean(word: str, choices: Iterable[Any]) -> str | None:
@@ -127,6 +138,17 @@ class AppRefusedError(UsageError, ValueError):
     #: the scheduler that refused, where the runner knows it (the CLI names it)
     scheduler: str | None = None
 
+    def __init__(self, message: str, hint: str | None = None, *, code: str | None = None,
+                 path: Sequence[PathPart] = (), problems: Iterable[tuple[Sequence[PathPart], str]] = ()) -> None:
+        super().__init__(message, hint)
+        #: the lint code ``lint --scheduler`` reports the refusal as (None: TS601 scheduler-refuses)
+        self.code = code
+        #: where in the spec the problem is, e.g. ``("roles", 0, "image")``, where the scheduler knows
+        self.path = tuple(path)
+        #: each thing refused, where there are several to name: (where in the spec, e.g.
+        #: ``("roles", 0, "port_map", "c10d")``, what is wrong there); ``lint --scheduler`` reports each at its line
+        self.problems = tuple((tuple(where), what) for where, what in problems)
+
 
 class NotFoundError(UsageError, ValueError):
     """What a request names (an app, a role, a replica) does not exist.
@@ -147,6 +169,16 @@ class BackendError(TorchSpecError):
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+
+class StateError(BackendError):
+    """What a scheduler keeps on this machine cannot be read: a damaged ``local`` app folder.
+
+    A ``state.json`` that is not JSON (truncated, empty, garbage), a folder
+    where a file belongs, a file a newer torchspec wrote.  The message names
+    the file and what is wrong with it; the CLI exits 6, like any backend
+    that cannot answer.  ``list`` skips such an app with a warning instead.
+    """
 
 
 class SpecError(TorchSpecError):

@@ -11,9 +11,10 @@ import pytest
 
 EXE = pathlib.Path(sys.executable).with_name("torchspec")
 SPEC = """name: sec
+params: {image: {type: string, default: .}}
 roles:
   - name: r
-    image: .
+    image: "{{ image }}"
     entrypoint: echo
     args: ["{{ env('TS_TEST_SECRET') }}"]
     env:
@@ -32,8 +33,8 @@ def run(tmp_path: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
     ("render", "sec.yaml"),
     ("render", "-o", "json", "sec.yaml"),
     ("dryrun", "sec.yaml"),
-    ("dryrun", "-s", "docker", "sec.yaml"),
-    ("dryrun", "-s", "kubernetes", "sec.yaml"),
+    ("dryrun", "-s", "docker", "-p", "image=busybox", "sec.yaml"),
+    ("dryrun", "-s", "kubernetes", "-p", "image=busybox", "sec.yaml"),
     ("dryrun", "-s", "slurm", "sec.yaml"),
 ])
 def test_values_from_env_are_hidden(tmp_path: pathlib.Path, args: tuple[str, ...]) -> None:

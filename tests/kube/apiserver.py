@@ -8,8 +8,9 @@ assumption about the API shows up here rather than on a cluster.
 
 There is no controller: nothing creates pods for a Job or moves a pod to Running. Tests play the
 controllers and the kubelet through the helpers on :class:`FakeApiServer` (``create_pod_for``,
-``set_pod_phase``, ``append_log``, ``set_status``). Failures are injected with ``fail_next`` and an
-unreachable cluster is ``stop()``.
+``set_pod_phase``, ``append_log``, ``set_status``); ``operators.py`` plays the Kubeflow Training
+Operator (PyTorchJob), Kubeflow Trainer (TrainJob) and Kueue through them. Failures are injected with
+``fail_next`` and an unreachable cluster is ``stop()``.
 
 The file is stdlib only and reads top-down: resource types, errors, selectors, patches, validation,
 the object store, pod logs, fault injection, the kubelet's status writer, HTTP plumbing, the REST
@@ -103,6 +104,13 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("batch.volcano.sh", "v1alpha1", "jobs", "Job", status_subresource=True, custom=True),
     ResourceType("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", status_subresource=True,
                  custom=True),
+    # Kubeflow Training Operator, Kubeflow Trainer (and its cluster-scoped runtimes), Kueue: see operators.py
+    ResourceType("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob", status_subresource=True, custom=True),
+    ResourceType("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", status_subresource=True, custom=True,
+                 name_rule="dns1035"),
+    ResourceType("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime",
+                 namespaced=False, custom=True),
+    ResourceType("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", status_subresource=True, custom=True),
 )
 
 #: Field selectors the real API accepts per plural, beyond metadata.name and metadata.namespace.

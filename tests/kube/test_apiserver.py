@@ -125,7 +125,8 @@ def test_requests_without_the_token_get_401(apiserver: FakeApiServer) -> None:
 def test_discovery_lists_the_served_groups(api_client: Any) -> None:
     groups = client.ApisApi(api_client).get_api_versions()
     assert {g.name for g in groups.groups} == {"batch", "jobset.x-k8s.io", "batch.volcano.sh",
-                                               "scheduling.volcano.sh"}
+                                               "scheduling.volcano.sh", "kubeflow.org", "trainer.kubeflow.org",
+                                               "kueue.x-k8s.io"}
     resources = BatchV1Api(api_client).get_api_resources()
     assert {r.name for r in resources.resources} == {"jobs", "jobs/status"}
 

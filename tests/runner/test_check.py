@@ -25,6 +25,8 @@ CRDS = ROOT / "torchspec" / "schedulers" / "kubernetes" / "crds"
 CRD_FILES = {"jobset": (str(CRDS / "jobset.x-k8s.io_jobsets.yaml"),),
              "volcano": (str(CRDS / "batch.volcano.sh_jobs.yaml"),), "job": ()}
 FLAVORS = ("job", "jobset", "volcano")
+#: The examples written for local (their images are folders): docker and kubernetes refuse them (TS603).
+LOCAL_EXAMPLES = ("hello.json", "hello.toml", "hello.yaml", "trainer_ps_reader.yaml")
 #: Examples whose required params (none today) must be passed to dry-run them.
 EXAMPLE_PARAMS: dict[str, dict[str, str]] = {}
 
@@ -52,13 +54,29 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 # ---------------------------------------------------------------- the examples
 
 
+def assert_only_folder_images(result: LintResult, scheduler: str) -> None:
+    """The local examples (their images are folders) get one TS603 (the dry run stops at the first role), at
+    the image; the others pass."""
+    by_file: dict[str, list[Any]] = {}
+    for d in result.diagnostics:
+        by_file.setdefault(os.path.relpath(d.file, EXAMPLES), []).append(d)
+    assert sorted(by_file) == sorted(LOCAL_EXAMPLES), result.diagnostics
+    for name, found in by_file.items():
+        assert {(d.code, d.path.split(".")[-1]) for d in found} == {("TS603", "image")}, found
+        assert all(f"{scheduler} runs every role in a container image" in d.message and "-p image=" in d.hint
+                   for d in found)
+    assert all(len(found) == 1 for found in by_file.values())
+    assert by_file["trainer_ps_reader.yaml"][0].path == "roles[0].image"
+
+
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_every_example_passes_kubernetes(flavor: str) -> None:
     plain = [p for p in EXAMPLES.rglob("*") if p.suffix in (".yaml", ".toml", ".json")
              and p.name not in EXAMPLE_PARAMS]
     result = lint_paths([str(p) for p in plain], LintOptions(
         scheduler="kubernetes", scheduler_cfg={"flavor": flavor}, crd_paths=CRD_FILES[flavor]))
-    assert result.diagnostics == [] and result.notes == [], result.diagnostics or result.notes
+    assert_only_folder_images(result, "kubernetes")
+    assert result.notes == [], result.notes
     assert len(result.files) == len(plain) >= 8
     for name, params in EXAMPLE_PARAMS.items():
         result = lint_paths([str(p) for p in EXAMPLES.rglob(name)], LintOptions(
@@ -69,7 +87,41 @@ def test_every_example_passes_kubernetes(flavor: str) -> None:
 @pytest.mark.parametrize("scheduler, cfg", [("docker", ""), ("local", "use_cwd=true")])
 def test_every_example_passes_the_other_dry_runs(scheduler: str, cfg: str) -> None:
     result = lint_paths([str(EXAMPLES)], LintOptions(scheduler=scheduler, scheduler_cfg=cfg))
+    if scheduler == "docker":
+        assert_only_folder_images(result, "docker")
+    else:
+        assert result.diagnostics == []
+    assert result.notes == []
+
+
+@pytest.mark.parametrize("scheduler", ["local", "slurm"])
+def test_folder_images_are_fine_where_images_are_folders(scheduler: str) -> None:
+    result = lint_paths([str(EXAMPLES / "hello.yaml")], LintOptions(scheduler=scheduler))
     assert result.diagnostics == [] and result.notes == []
+
+
+@pytest.mark.parametrize("scheduler", ["docker", "kubernetes"])
+def test_the_components_default_image_is_ts603_on_container_schedulers(tmp_path, scheduler: str) -> None:
+    """A spec without its own image (a component's `.`) is one TS603 at the image, with a hint how to set it."""
+    result, path = lint(tmp_path, """\
+        name: job
+        roles:
+          - name: trainer
+            image: .
+            entrypoint: python
+          - name: reader
+            image: ghcr.io/acme/reader:1
+            entrypoint: python
+        """, scheduler=scheduler)
+    d, = result.diagnostics
+    assert (d.code, d.path, d.line, d.severity) == ("TS603", "roles[0].image", line_of(path, "image: ."), "error")
+    assert d.column == len("    image: ") + 1
+    assert "role 'trainer': its image '.' is a folder" in d.message
+    assert d.hint and "-p image=NAME" in d.hint and "image:" in d.hint
+    r = run_cli("lint", "--scheduler", scheduler, "--select", "TS603", "-f", "json", path)
+    assert r.returncode == 1 and json.loads(r.stdout)["diagnostics"][0]["code"] == "TS603", r.stdout + r.stderr
+    r = run_cli("lint", "--scheduler", scheduler, "--ignore", "TS603", path)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_local_refuses_images_that_are_not_folders() -> None:
@@ -80,7 +132,7 @@ def test_local_refuses_images_that_are_not_folders() -> None:
 
 def test_cli_examples_with_crds() -> None:
     r = run_cli("lint", "--scheduler", "kubernetes", "-c", "flavor=volcano", "--crd", CRD_FILES["volcano"][0],
-                "--k8s-version", "1.25", "--k8s-version", "v1.37.2", "examples/")
+                "--k8s-version", "1.25", "--k8s-version", "v1.37.2", "--ignore", "TS603", "examples/")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "passed" in r.stdout and "note:" not in r.stderr
 
@@ -343,7 +395,7 @@ def test_secrets_read_by_env_are_redacted(tmp_path, monkeypatch) -> None:
     text = "name: x\nroles: [{name: \"{{ env('TS_SECRET_ROLE') }}\", image: i, entrypoint: e,\n" \
            "  resource: {cpu: 1, gpu: 0, memMB: 9, devices: {bad.example/dev: 1}}}]\n"
     d, = lint(tmp_path, text, scheduler="docker")[0].diagnostics
-    assert d.code == "TS601" and "s3cr3t-role" not in d.message and "<value from env()>" in d.message
+    assert d.code == "TS601" and "s3cr3t-role" not in d.message and "<value from env(TS_SECRET_ROLE)>" in d.message
 
 
 # ---------------------------------------------------------------- bad settings
@@ -446,3 +498,64 @@ def test_lint_alone_knows_no_scheduler(tmp_path) -> None:
 
     with pytest.raises(UsageError, match="torchspec.runner.check.lint_paths"):
         lint.lint_paths([str(EXAMPLES / "hello.yaml")], LintOptions(scheduler="local"))
+
+
+# ---------------------------------------------------------------- what a Kubeflow flavor cannot carry
+
+
+def test_every_field_a_kubeflow_flavor_cannot_carry_is_a_ts601_at_its_line() -> None:
+    path = str(EXAMPLES / "trainer_ps_reader.yaml")
+    result = lint_paths([path], LintOptions(scheduler="kubernetes", scheduler_cfg={"flavor": "pytorchjob"}))
+    assert [(d.code, d.path, d.line) for d in result.diagnostics] == [
+        ("TS601", "roles[1]", line_of(path, "- name: parameter_server")),
+        ("TS601", "roles[2]", line_of(path, "- name: reader"))]
+    assert "a PyTorchJob runs one role" in result.diagnostics[0].message
+    assert "flavor=jobset" in (result.diagnostics[0].hint or "")
+    result = lint_paths([path], LintOptions(scheduler="kubernetes", scheduler_cfg={"flavor": "trainjob"}))
+    assert sorted((d.path, d.line) for d in result.diagnostics) == sorted([
+        ("roles[1]", line_of(path, "- name: parameter_server")), ("roles[2]", line_of(path, "- name: reader")),
+        ("roles[0].max_retries", line_of(path, "max_retries: 2")),
+        ("roles[0].port_map.tensorboard", line_of(path, "tensorboard: 6006"))])
+    assert all(d.code == "TS601" for d in result.diagnostics)
+
+
+def test_a_kubeflow_flavor_lints_what_it_can_run_against_its_crd(tmp_path) -> None:
+    text = """\
+        name: ddp
+        roles:
+          - name: trainer
+            image: ghcr.io/acme/train:1
+            entrypoint: bash
+            args:
+              - -c
+              - torchrun --nnodes 2 --nproc_per_node 4 --rdzv_endpoint $${${rank0_env}}:29500 train.py
+            num_replicas: 2
+            port_map: {c10d: 29500}
+            metadata:
+              kubernetes.pod_patch:
+                spec:
+                  hostNetwork: true
+        """
+    result, path = lint(tmp_path, text, scheduler="kubernetes", scheduler_cfg="flavor=pytorchjob,queue=team-a")
+    assert result.diagnostics == [] and result.notes == []
+    result, path = lint(tmp_path, text, scheduler="kubernetes", scheduler_cfg="flavor=trainjob")
+    d, = result.diagnostics
+    assert (d.code, d.path, d.line) == ("TS601", "roles[0].metadata.kubernetes.pod_patch.spec.hostNetwork",
+                                        line_of(path, "hostNetwork"))
+    assert "runtime patch cannot" in d.message
+
+
+def test_cli_lint_reports_what_trainjob_cannot_carry_with_positions() -> None:
+    r = run_cli("lint", "--scheduler", "kubernetes", "-c", "flavor=trainjob", "examples/trainer_ps_reader.yaml")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.count("TS601") == 4 and "trainer_ps_reader.yaml:68" in r.stdout
+
+
+@pytest.mark.parametrize("flavor", ["pytorchjob", "trainjob"])
+def test_every_example_passes_a_kubeflow_flavor_or_is_refused_at_its_lines(flavor: str) -> None:
+    plain = [str(p) for p in EXAMPLES.rglob("*") if p.suffix in (".yaml", ".toml", ".json")]
+    result = lint_paths(plain, LintOptions(scheduler="kubernetes", scheduler_cfg={"flavor": flavor}))
+    assert result.notes == []
+    assert all(d.line and d.path.startswith("roles[") and (d.code == "TS601" or (
+        d.code == "TS603" and d.path.endswith(".image"))) for d in result.diagnostics)  # TS603: a folder image
+    assert len({d.file for d in result.diagnostics}) < len(result.files)  # some examples run as they are

@@ -453,7 +453,7 @@ def test_list_status_and_cancel_from_another_process(env: Env, docker_cleanup: A
     r = other.run("list", "-s", "docker", "--json")
     assert r.returncode == OK, r.stderr
     listed = {entry["app_handle"]: entry for entry in json.loads(r.stdout)}
-    assert listed[handle] == {"app_handle": handle, "app_id": app, "state": "RUNNING"}, listed[handle]
+    assert listed[handle] == {"app_handle": handle, "app_id": app, "state": "RUNNING", "labels": {}}, listed[handle]
     table = other.run("status", handle)
     assert table.returncode == OK, table.stderr
     assert re.findall(rf"^sleeper +(\d) +RUNNING .*{app}-sleeper-\1\b", table.stdout, re.MULTILINE) == ["0", "1", "2"]

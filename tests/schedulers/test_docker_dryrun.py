@@ -10,6 +10,7 @@ import tarfile
 import pytest
 
 from torchspec import specs
+from torchspec.errors import AppRefusedError
 from torchspec.schedulers.docker.labels import CANCELLED_SUFFIX, LABEL_APP_ID, LABEL_ATTEMPT, LABEL_ROLE
 from torchspec.schedulers.docker.options import docker_run_opts
 from torchspec.schedulers.docker.scheduler import DockerScheduler
@@ -128,6 +129,22 @@ def test_dryrun_text_is_complete() -> None:
 def test_refuses_what_docker_cannot_run(bad: specs.AppDef, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         job(bad)
+
+
+@pytest.mark.parametrize("image", [".", "./img", "../img", "/home/me/img", "~/img", ""])
+def test_a_folder_for_an_image_is_refused_before_any_build(image: str) -> None:
+    """`.` (the components' default) is no image: dry run, submit and a --workspace build refuse it, naming the
+    role, with a hint, as TS603 at the role's image; nothing reaches an engine."""
+    app = specs.AppDef("app", roles=[role(), role(name="reader", image=image)])
+    with pytest.raises(AppRefusedError) as raised:
+        job(app)
+    assert "role 'reader'" in str(raised.value) and "docker runs every role in a container image" in str(raised.value)
+    assert (raised.value.code, raised.value.path) == ("TS603", ("roles", 1, "image"))
+    assert "-p image=NAME" in (raised.value.hint or "")
+    sched = DockerScheduler("sess")
+    sched.client = None  # type: ignore[assignment]  # an engine call would fail with a TypeError
+    with pytest.raises(AppRefusedError, match="role 'trainer'"):
+        sched.build_workspace_and_update_role(role(image=image), "/nonexistent", {})
 
 
 def test_default_bridge_is_refused_where_replicas_must_find_rank0() -> None:

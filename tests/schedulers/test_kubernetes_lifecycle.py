@@ -76,8 +76,8 @@ def make_app(name: str = "demo", **trainer: Any) -> specs.AppDef:
 
 
 def name_of(app_id: str) -> str:
-    """NAME of ``[CONTEXT:]NAMESPACE:NAME``."""
-    return app_id.rsplit(":", 1)[1]
+    """NAME of ``[CONTEXT:]NAMESPACE:NAME[@FLAVOR]``."""
+    return app_id.rsplit(":", 1)[1].partition("@")[0]
 
 
 def kubelet_env(pod_spec: Dict[str, Any], namespace: str) -> Dict[str, str]:
@@ -868,4 +868,4 @@ def test_a_missing_crd_is_one_clear_error(sched: KubernetesScheduler, apiserver:
     apiserver.fail_next("POST", r"/jobsets$", 404, message="the server could not find the requested resource")
     with pytest.raises(BackendError) as raised:
         sched.submit(make_app(), {"flavor": "jobset"})
-    assert "(not found)" in raised.value.message and "CRDs are installed" in (raised.value.hint or "")
+    assert "(not found)" in raised.value.message and "CRD is installed" in (raised.value.hint or "")

@@ -1,28 +1,34 @@
 """The kubernetes scheduler's manifests: what each flavor renders, and that the official schemas accept it.
 
 Every example under examples/ is rendered in every flavor and validated with ``kubernetes-validate``
-(strict: unknown fields are errors) for the oldest and newest Kubernetes it bundles, and JobSet and
-Volcano objects against their CRDs (shipped in torchspec/schedulers/kubernetes/crds). No cluster is needed.
+(strict: unknown fields are errors) for the oldest and newest Kubernetes it bundles, and JobSet, Volcano,
+PyTorchJob and TrainJob objects against their CRDs (shipped in torchspec/schedulers/kubernetes/crds); an
+example a flavor cannot run is refused, saying why, naming a flavor that renders it. No cluster is needed.
+(The Kubeflow flavors' own tests: test_kubernetes_kubeflow.py.)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import re
 import subprocess
 import sys
 from typing import Any, Dict, List
 
 import pytest
 import yaml
+from example_files import example_specs
 
 from torchspec import specs
-from torchspec.errors import ParamError
+from torchspec.errors import AppRefusedError, ParamError
 from torchspec.loader import load_apps
 from torchspec.schedulers.kubernetes.flavors import FLAVORS
 from torchspec.schedulers.kubernetes.names import AppRef
 from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
 from torchspec.schedulers.kubernetes.translate import KubernetesRequest, merge_patch
+from torchspec.schedulers.images import is_folder_image
 from torchspec.schedulers.kubernetes.validate import BUNDLED_CRDS, crd_schema, validate_manifests
 from torchspec.specs.handles import make_app_handle, parse_app_handle
 
@@ -30,10 +36,17 @@ kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRDS = list(BUNDLED_CRDS)
-EXAMPLES = sorted(p for p in (ROOT / "examples").rglob("*") if p.suffix in (".yaml", ".yml", ".toml", ".json"))
+EXAMPLES = example_specs()
 OLDEST, NEWEST = "1.25", "1.37"
 #: Params for examples whose required params have no default (none today; add them here when one appears).
 EXAMPLE_PARAMS: Dict[str, Dict[str, str]] = {}
+
+
+def renders(app: specs.AppDef, flavor: str) -> bool:
+    try:
+        return validate_manifests(objs(app, flavor=flavor), [NEWEST], CRDS) == []
+    except AppRefusedError:
+        return False
 
 
 def render(app: specs.AppDef, **cfg: Any) -> KubernetesRequest:
@@ -75,10 +88,17 @@ def env_of(c: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def example_apps(path: pathlib.Path) -> List[specs.AppDef]:
+    """The example's apps, each folder image (the local examples' ``.``, ``/home/...``) swapped for a container
+    image, as a user running them on Kubernetes must do (the folders are refused: see the TS603 test)."""
     try:
-        return load_apps(str(path), EXAMPLE_PARAMS.get(path.name))
+        apps = load_apps(str(path), EXAMPLE_PARAMS.get(path.name))
     except ParamError as e:
         pytest.skip(f"{path.name} needs params without defaults: {e}")
+    for app in apps:
+        for r in app.roles:
+            if is_folder_image(r.image):
+                r.image = f"ghcr.io/acme/{r.name}:1"
+    return apps
 
 
 # ----------------------------------------------------------------------------
@@ -92,7 +112,14 @@ def test_every_example_renders_manifests_the_schemas_accept(path: pathlib.Path, 
     apps = example_apps(path)
     assert apps
     for app in apps:
-        newest = objs(app, flavor=flavor)
+        try:
+            newest = objs(app, flavor=flavor)
+        except AppRefusedError as e:  # the Kubeflow flavors run one role their operator's way
+            assert flavor in ("pytorchjob", "trainjob") and e.problems and e.hint, e
+            assert all(message in e.message for _, message in e.problems)
+            named = [f for f in FLAVORS if f != flavor and re.search(rf"\b{f}\b", e.hint or "")]
+            assert named and any(renders(app, f) for f in named), (e.message, e.hint)
+            continue
         assert validate_manifests(newest, [NEWEST], CRDS) == []
         # For clusters older than 1.29 the k8s_version option drops backoffLimitPerIndex.
         oldest = objs(app, flavor=flavor, k8s_version=OLDEST)
@@ -145,7 +172,10 @@ def test_crd_schema_converts_nullable_and_closes_objects() -> None:
 
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_dryrun_is_multi_document_yaml_of_the_objects(flavor: str) -> None:
-    app, = load_apps(str(ROOT / "examples" / "trainer_ps_reader.yaml"))
+    one_role = flavor in ("pytorchjob", "trainjob")
+    app, = example_apps(ROOT / "examples" / ("ddp.yaml" if one_role else "trainer_ps_reader.yaml"))
+    if flavor == "trainjob":
+        app.roles[0].max_retries = 0
     info = KubernetesScheduler("test").submit_dryrun(app, {"flavor": flavor, "namespace": "ml"})
     text = str(info)
     header = text.split("\n---\n", 1)[0]
@@ -154,7 +184,8 @@ def test_dryrun_is_multi_document_yaml_of_the_objects(flavor: str) -> None:
     documents = [d for d in yaml.safe_load_all(text) if d is not None]
     assert documents == info.request.objects
     assert all(d["metadata"]["namespace"] == "ml" for d in documents)
-    expected = {"job": ["Service", "Job", "Job", "Job"], "jobset": ["JobSet"], "volcano": ["Job"]}[flavor]
+    expected = {"job": ["Service", "Job", "Job", "Job"], "jobset": ["JobSet"], "volcano": ["Job"],
+                "pytorchjob": ["PyTorchJob"], "trainjob": ["TrainJob"]}[flavor]
     assert [d["kind"] for d in documents] == expected
 
 
@@ -205,18 +236,19 @@ def test_job_flavor_is_indexed_jobs_and_a_headless_service() -> None:
 
 
 def test_macros_become_kubernetes_references() -> None:
-    r = role(args=["--rank=${replica_id}", "--id=${app_id}", "--master=$${${rank0_env}}", "$(date)", "$$x"],
-             env={"RANK": "${replica_id}", "JOB": "kubernetes://s/${app_id}", "RAW": "$(HOME)"})
+    r = role(args=["--rank=${replica_id}", "--id=${app_id}", "--master=$${${rank0_env}}", "$(date)", "$$x",
+                   "a$$$$b$$"],
+             env={"RANK": "${replica_id}", "JOB": "kubernetes://s/${app_id}", "RAW": "$(HOME)", "TWO": "$$$$"})
     request = render(app_of(r))
     c = container(request.objects[1])
     # ${app_id} is the id the handle carries, NAMESPACE:NAME, the namespace the pod's own
     full_id = f"$(TORCHSPEC_NAMESPACE):{request.app_id}"
     assert c["args"] == ["--rank=$(TORCHSPEC_REPLICA_ID)", f"--id={full_id}", "--master=${TORCHSPEC_RANK0_HOST}",
-                         "$$(date)", "$x"]
+                         "$$(date)", "$x", "a$$$b$"]  # Kubernetes reads "$$" as "$": a literal one is doubled
     env = env_of(c)
     assert env["RANK"] == "$(TORCHSPEC_REPLICA_ID)"
     assert env["JOB"] == f"kubernetes://s/{full_id}"
-    assert env["RAW"] == "$$(HOME)"
+    assert env["RAW"] == "$$(HOME)" and env["TWO"] == "$$$"  # the kubelet reads "$$" + a last "$": "$$"
     names = [e["name"] for e in c["env"]]
     assert names.index("TORCHSPEC_REPLICA_ID") < names.index("RANK")  # $(VAR) sees only earlier variables
     assert names.index("TORCHSPEC_NAMESPACE") < min(names.index("JOB"), names.index("TORCHSPEC_APP_ID"))
@@ -336,7 +368,7 @@ def test_run_options() -> None:
     for obj in (job, jobset, vcjob):
         assert validate_manifests([obj], [OLDEST, NEWEST], CRDS) == []
     with pytest.raises(ValueError, match="flavor"):
-        objs(app_of(role()), flavor="pytorchjob")
+        objs(app_of(role()), flavor="mpijob")
 
 
 @pytest.mark.parametrize("cfg, message", [
@@ -397,6 +429,33 @@ def test_the_cli_calls_a_bad_run_option_a_usage_error(argv: List[str]) -> None:
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2, out.stderr
     assert argv[-1].split("=")[0] in out.stderr
+
+
+@pytest.mark.parametrize("image", [".", "..", "./img", "/home/me/pytorch_trainer", "~/img", "", " "])
+def test_a_folder_for_an_image_is_refused(image: str) -> None:
+    """`image: .` (the components' default) is no container image: refused, naming the role, with a hint."""
+    with pytest.raises(AppRefusedError) as raised:
+        objs(app_of(role(), role(name="reader", image=image)))
+    assert "role 'reader'" in str(raised.value) and "kubernetes" in str(raised.value)
+    assert raised.value.code == "TS603" and raised.value.path == ("roles", 1, "image")
+    assert "-p image=" in (raised.value.hint or "") and "image:" in (raised.value.hint or "")
+
+
+@pytest.mark.parametrize("image", ["busybox", "ghcr.io/pytorch/pytorch:2.3.0", "localhost:5000/team/img@sha256:"
+                                   + "0" * 64, "examples/ddp_train"])
+def test_container_images_are_taken(image: str) -> None:
+    assert container(objs(app_of(role(image=image)))[1])["image"] == image
+
+
+def test_the_cli_refuses_a_folder_image_with_exit_2() -> None:
+    out = subprocess.run([sys.executable, "-m", "torchspec", "dryrun", "-s", "kubernetes", "utils.echo", "-p", "msg=hi"],
+                         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "NO_COLOR": "1"})
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert "kubernetes cannot run this app: role 'echo': its image '.' is a folder" in out.stderr
+    assert "hint:" in out.stderr and "-p image=NAME" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "torchspec", "dryrun", "-s", "kubernetes", "utils.echo", "-p", "msg=hi",
+                          "-p", "image=busybox"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and "image: busybox" in out.stdout, out.stderr
 
 
 def test_role_names_that_collide_on_kubernetes_are_refused() -> None:
@@ -467,7 +526,7 @@ def test_pod_patch_is_a_merge_patch_of_the_pod_template() -> None:
     patch = {"metadata": {"annotations": {"sidecar.istio.io/inject": "false"}},
              "spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                       "restartPolicy": None, "hostNetwork": True}}
-    for flavor in FLAVORS:
+    for flavor in ("job", "jobset", "volcano"):  # the Kubeflow flavors': test_kubernetes_kubeflow.py
         obj = objs(app_of(role(metadata={"kubernetes.pod_patch": patch})), flavor=flavor)[-1]
         pod = pod_templates(obj)[0]
         assert pod["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu" and pod["spec"]["hostNetwork"] is True

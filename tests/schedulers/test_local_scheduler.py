@@ -368,7 +368,7 @@ def test_cancel_with_a_dead_supervisor_stops_the_replicas_itself(sched: LocalSch
     wait_running(sched, app_id)
     supervisor = state_json(sched, app_id)["supervisor"]["pid"]  # type: ignore[index]
     replica = replica_pid(sched, app_id, "r")
-    os.kill(supervisor, signal.SIGKILL)
+    os.killpg(os.getpgid(supervisor), signal.SIGKILL)  # with its guard, which would otherwise stop the app
     wait_for(lambda: not alive(supervisor), timeout=10, what="the supervisor to die")
 
     sched.cancel(app_id)

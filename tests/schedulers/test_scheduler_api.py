@@ -12,7 +12,12 @@ from torchspec.schedulers.api import (
     ListAppResponse,
     Scheduler,
     Stream,
+    decode_labels,
+    encode_labels,
     filter_regex,
+    labels_json,
+    labels_of,
+    parse_labels_json,
     split_lines,
 )
 
@@ -134,3 +139,14 @@ def test_split_lines_keeps_newlines() -> None:
     assert split_lines("a\nb\n\nc") == ["a\n", "b\n", "\n", "c"]
     assert split_lines("") == []
     assert split_lines("\n") == ["\n"]
+
+
+def test_labels_are_the_apps_metadata_and_survive_free_text() -> None:
+    labels = labels_of(specs.AppDef("a", metadata={"torchspec.dev/apply-id": "jobs/a b=c.yaml", "n": 1}))  # type: ignore
+    assert labels == {"torchspec.dev/apply-id": "jobs/a b=c.yaml", "n": "1"}
+    word = encode_labels(labels)
+    assert word and all(c.isalnum() or c in "-_" for c in word) and decode_labels(word) == labels
+    assert encode_labels({}) == "" and decode_labels("") == {} and decode_labels("not*base64") == {}
+    assert parse_labels_json(labels_json(labels)) == labels
+    assert parse_labels_json("[1]") == {} and parse_labels_json(None) == {} and parse_labels_json("{") == {}
+    assert not MemoryScheduler().keeps_labels  # a backend says so when it keeps them

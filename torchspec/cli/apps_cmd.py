@@ -42,32 +42,50 @@ def dump_json(data: Any) -> None:
 @click.command("list")
 @click.option("-s", "--scheduler", metavar="SCHEDULER",
               help="Scheduler to ask (default: the configured one, else local).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON: a list of {app_handle, app_id, state}.")
-def list_apps(scheduler: str | None, as_json: bool) -> int:
+@click.option("-c", "--cfg", "cfg", metavar="KEY=VALUE,...",
+              help="Run options, as submit takes them: list where those submit to (kubernetes: namespace, context).")
+@click.option("-l", "--label", "selectors", multiple=True, metavar="KEY[=VALUE]",
+              help="Only apps carrying this label (with this value); repeatable, all must match.")
+@click.option("--show-labels", is_flag=True, help="Add a LABELS column: the app's labels (its metadata).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: a list of {app_handle, app_id, state, labels}.")
+def list_apps(scheduler: str | None, cfg: str | None, selectors: tuple[str, ...], show_labels: bool,
+              as_json: bool) -> int:
     """List the apps a scheduler knows about, newest last.
+
+    An app's labels are the metadata it was submitted with (torchspec apply
+    puts the spec's identity and content hash there): `-l
+    torchspec.dev/apply-id=jobs/train.yaml` finds what apply submitted for that file.
 
     Exit codes: 0 ok, 2 unknown scheduler, 6 the scheduler's backend cannot be reached.
     """
     from torchspec.cli import console
 
+    wanted = [s.partition("=") for s in selectors]
     with open_runner() as runner:
         name = runner.check_scheduler(scheduler)
-        apps = list(runner.list(name))
+        apps = [a for a in runner.list(name, runner.run_options(name, cfg) if cfg else None)
+                if all(k in a.labels and (not eq or a.labels[k] == v) for k, eq, v in wanted)]
     # ``name`` only where the scheduler reports one (TorchX's ListAppResponse has none; some backends add it)
-    rows: list[dict[str, str]] = []
+    rows: list[dict[str, Any]] = []
     for a in apps:
         rows.append({"app_handle": a.app_handle, "app_id": a.app_id, "state": str(a.state)})
         app_name = getattr(a, "name", "")
         if app_name:
             rows[-1]["name"] = str(app_name)
+        rows[-1]["labels"] = dict(a.labels)
     if as_json:
         dump_json(rows)
         return ExitCode.OK
     if not rows:
-        print(f"no apps on {name}", file=sys.stderr)
+        print(f"no apps on {name}" + (" with those labels" if wanted else ""), file=sys.stderr)
         return ExitCode.OK
     headers = ["APP_HANDLE", "STATE"] + (["NAME"] if any("name" in r for r in rows) else [])
-    console.table(headers, [[str(r.get(h.lower(), "")) for h in headers] for r in rows])
+    cells = [[str(r.get(h.lower(), "")) for h in headers] for r in rows]
+    if show_labels:
+        headers.append("LABELS")
+        for row, r in zip(cells, rows):
+            row.append(",".join(f"{k}={v}" for k, v in sorted(r["labels"].items())))
+    console.table(headers, cells)
     return ExitCode.OK
 
 

@@ -20,11 +20,15 @@ if TYPE_CHECKING:
 
 
 def error(message: str, hint: str | None = None, stream: TextIO | None = None) -> None:
+    """``error: MESSAGE`` and its hint on stderr; a value env() read shows as ``<value from env(NAME)>``
+    (a scheduler's refusal may quote one: an image, a path)."""
+    from torchspec.redaction import redact_text
+
     stream = stream or sys.stderr
     text = f"error: {message}"
     if hint:
         text += f"\n  hint: {hint}"
-    print(text, file=stream)
+    print(redact_text(text), file=stream)
 
 
 def diagnostics(found: Iterable[Diagnostic], stream: TextIO | None = None) -> None:

@@ -19,6 +19,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "lint": ("torchspec.cli.lint_cmd", "lint", "Check spec files for errors (syntax, schema, params, templates)."),
     "render": ("torchspec.cli.render_cmd", "render", "Print the materialised AppDef of a spec file."),
     "schema": ("torchspec.cli.schema_cmd", "schema", "Print the AppDef JSON Schema."),
+    "diff": ("torchspec.cli.diff_cmd", "diff", "Show what a change to spec files changes in what would run."),
+    "apply": ("torchspec.cli.apply_cmd", "apply", "Submit the spec files that do not run yet, each job once."),
     "dryrun": ("torchspec.cli.submit_cmd", "dryrun", "Print what submit would send to the scheduler, sending nothing."),
     "submit": ("torchspec.cli.submit_cmd", "submit", "Submit a spec file or built-in component; print its app handle."),
     "run": ("torchspec.cli.submit_cmd", "submit", "Alias of submit."),
@@ -33,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "schedulers": ("torchspec.cli.info_cmd", "schedulers", "List the registered schedulers (default marked)."),
     "builtins": ("torchspec.cli.info_cmd", "builtins", "List the built-in components."),
     "config": ("torchspec.cli.info_cmd", "config_cmd", "Show the effective configuration and where each value is set."),
+    "lsp": ("torchspec.cli.lsp_cmd", "lsp", "Run the language server for editors (live lint, hover, completion)."),
 }
 
 

@@ -39,15 +39,17 @@ def render(file: str, fmt: str, show_env: bool, reveal_env: bool, params: tuple[
     if any(d.is_error for d in found):
         return 1
     apps = [dump_app(d.app) for d in documents if d.app is not None]
-    from torchspec.loader.template import redact_env
+    if not reveal_env:  # before encoding: quoted or escaped, a value no longer reads as written
+        from torchspec.redaction import redact_data
 
+        apps = redact_data(apps)
     if fmt == "json":
         text = json.dumps(apps[0] if len(apps) == 1 else apps, indent=2)
     else:
         import yaml
 
         text = yaml.safe_dump_all(apps, sort_keys=False, default_flow_style=False, width=1000).rstrip()
-    click.echo(text if reveal_env else redact_env(text))
+    click.echo(text)
     if show_env:
         names = sorted({n for d in documents for n in d.env_read})
         print("environment variables read: " + (", ".join(names) if names else "none"), file=sys.stderr)

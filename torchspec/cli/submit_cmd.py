@@ -19,7 +19,7 @@ from torchspec.exit_codes import ExitCode, for_app_state
 
 if TYPE_CHECKING:
     from torchspec.runner import Runner
-    from torchspec.specs import CfgVal
+    from torchspec.specs import AppDryRunInfo, CfgVal
 
 
 def submission_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -115,11 +115,21 @@ def dryrun(component: str, scheduler: str | None, cfg: str | None, params: tuple
         with _build_progress(workspace):
             info = runner.dryrun_component(component, parse_params(params), name, run_cfg, workspace=workspace,
                                            params_file=params_file, app_name=app_name)
-    from torchspec.loader.template import redact_env
-
-    text = str(info)
-    console.highlighted(text if reveal_env else redact_env(text), "yaml")
+    console.highlighted(str(info) if reveal_env else _redacted_text(info), "yaml")
     return ExitCode.OK
+
+
+def _redacted_text(info: "AppDryRunInfo[Any]") -> str:
+    """The dry run with what env() read shown as ``<value from env(NAME)>``: replaced in the request before it
+    is quoted into a script or encoded as YAML (escaped, a value no longer reads as written), and in the
+    text after, for a plug-in's request of a kind :func:`~torchspec.redaction.redact_data` does not walk."""
+    import copy
+
+    from torchspec.redaction import redact_data, redact_text
+
+    shown = copy.copy(info)
+    shown.request = redact_data(info.request)
+    return redact_text(str(shown))
 
 
 @contextlib.contextmanager

@@ -23,13 +23,13 @@ from torchspec import codes
 from torchspec.lint.result import EXIT_ERRORS, EXIT_OK, EXIT_USAGE, LintResult
 from torchspec.loader import LoadedFile, LoadOptions, load_text
 from torchspec.loader.sandbox import inside
-from torchspec.loader.source import FORMATS, MAX_FILE_BYTES, detect_format, read_text
+from torchspec.loader.source import FORMATS, MAX_FILE_BYTES, detect_format, read_text, too_large
 from torchspec.errors import did_you_mean
 
 if TYPE_CHECKING:
     from torchspec.config import Config
 
-__all__ = ["FileCheck", "LintOptions", "LintResult", "lint_paths", "discover", "EXIT_OK", "EXIT_ERRORS",
+__all__ = ["FileCheck", "LintOptions", "LintResult", "lint_paths", "lint_text", "discover", "EXIT_OK", "EXIT_ERRORS",
            "EXIT_USAGE"]
 
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
@@ -93,6 +93,8 @@ class LintOptions:
     config: "Config | None" = None
     #: further checks of each loaded file (the scheduler check is one)
     checks: Sequence[FileCheck] = ()
+    #: unsaved editor buffers, path -> text: imported templates are read from here before the disk
+    overlays: Mapping[str, str] = field(default_factory=dict)
 
 
 def check_codes(entries: Iterable[str]) -> list[str]:
@@ -176,35 +178,66 @@ def _unsafe_to_read(path: str, root: str) -> str | None:
 
 
 def lint_paths(paths: Iterable[str], options: LintOptions | None = None) -> LintResult:
-    options = options or LintOptions()
-    select = check_codes(options.select)
-    ignore = check_codes(options.ignore)
-    load_options = LoadOptions(params=options.params, params_file=options.params_file,
-                               template_paths=options.template_paths, max_file_bytes=options.max_file_bytes,
-                               lint=True)
-    if options.scheduler and not any("TS601" in check.codes for check in options.checks):
-        raise UsageError("linting against a scheduler runs its dry run: use torchspec.runner.check.lint_paths",
-                         "from torchspec.runner.check import lint_paths")
-    checks = [c for c in options.checks if any(is_selected(code, select, ignore) for code in c.codes)]
-    result = LintResult()
-    per_file: list[list[Diagnostic]] = []
-    for path, named in discover(paths, options.exclude, result.notes):
-        loaded = lint_file(path, named and not options.only_specs, load_options)
+    run = _Run(options or LintOptions())
+    for path, named in discover(paths, run.options.exclude, run.result.notes):
+        run.add(lint_file(path, named and not run.options.only_specs, run.load_options))
+    return run.finish()
+
+
+def lint_text(text: str, path: str = "<string>", options: LintOptions | None = None,
+              fmt: str | None = None) -> LintResult:
+    """Lint ``text`` held in memory (an editor's buffer) as :func:`lint_paths` lints the file ``path``.
+
+    The same codes, messages, positions and hints; imports are found next to
+    ``path`` (and in ``options.overlays`` first).  ``fmt`` defaults to the
+    format ``path``'s extension names.  With ``options.only_specs``, text that
+    does not look like a spec gives a result with no files.
+    """
+    run = _Run(options or LintOptions())
+    if len(text) * 4 > run.options.max_file_bytes and len(text.encode("utf-8")) > run.options.max_file_bytes:
+        run.add(LoadedFile(path, diagnostics=[too_large(path, run.options.max_file_bytes)]))
+    elif not run.options.only_specs or looks_like_spec(text):
+        run.add(load_text(text, path, fmt or detect_format(path), run.load_options))
+    return run.finish()
+
+
+class _Run:
+    """One lint run: the options checked once, then each loaded file added, then the result."""
+
+    def __init__(self, options: LintOptions) -> None:
+        self.options = options
+        self.select = check_codes(options.select)
+        self.ignore = check_codes(options.ignore)
+        self.load_options = LoadOptions(params=options.params, params_file=options.params_file,
+                                        template_paths=options.template_paths,
+                                        max_file_bytes=options.max_file_bytes, lint=True, overlays=options.overlays)
+        if options.scheduler and not any("TS601" in check.codes for check in options.checks):
+            raise UsageError("linting against a scheduler runs its dry run: use torchspec.runner.check.lint_paths",
+                             "from torchspec.runner.check import lint_paths")
+        self.checks = [c for c in options.checks if any(is_selected(code, self.select, self.ignore)
+                                                        for code in c.codes)]
+        self.result = LintResult()
+        self.per_file: list[list[Diagnostic]] = []
+
+    def add(self, loaded: LoadedFile | None) -> None:
         if loaded is None:
-            continue
-        result.files.append(path)
+            return
+        self.result.files.append(loaded.path)
         found = loaded.all_diagnostics()
-        for check in checks:
+        for check in self.checks:
             check.check_file(loaded, found)
-        per_file.append(found)
+        self.per_file.append(found)
         env_read = sorted({name for doc in loaded.documents for name in doc.env_read})
         if env_read:
-            result.env_read[path] = env_read
-    for check in checks:
-        check.finish()  # e.g. kubernetes manifests are validated together, into each file's list
-        result.notes.extend(check.notes)
-    result.diagnostics.extend(d for found in per_file for d in found if is_selected(d.code, select, ignore))
-    return result
+            self.result.env_read[loaded.path] = env_read
+
+    def finish(self) -> LintResult:
+        for check in self.checks:
+            check.finish()  # e.g. kubernetes manifests are validated together, into each file's list
+            self.result.notes.extend(check.notes)
+        self.result.diagnostics.extend(d for found in self.per_file for d in found
+                                       if is_selected(d.code, self.select, self.ignore))
+        return self.result
 
 
 def lint_file(path: str, named: bool, options: LoadOptions) -> LoadedFile | None:

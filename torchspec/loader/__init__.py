@@ -27,7 +27,7 @@ from torchspec.errors import Diagnostic, SpecError
 from torchspec.loader import params as params_mod
 from torchspec.loader.document import Document, Path
 from torchspec.loader.parsers import parse
-from torchspec.loader.source import MAX_FILE_BYTES, detect_format, read_text
+from torchspec.loader.source import FILES, MAX_FILE_BYTES, Source, detect_format, read_text, with_overlays
 from torchspec.loader.template import Renderer, RenderError, is_template
 from torchspec.loader.schema import types_at
 
@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from torchspec.specs import AppDef
 
 __all__ = ["LoadOptions", "LoadedDocument", "LoadedFile", "ValuesFile", "load_file", "load_text", "load_app",
-           "load_apps", "declared_params", "read_params_file", "redact", "select_documents", "Document"]
+           "load_apps", "declared_params", "read_params_file", "redact", "select_documents", "Document", "Source",
+           "FILES"]
 
 _UNTEMPLATED = ("params", "imports", "$schema")
 
@@ -50,6 +51,12 @@ class LoadOptions:
     max_file_bytes: int = MAX_FILE_BYTES
     #: lint mode: stand in for missing required params and do not build AppDefs
     lint: bool = False
+    #: stand in for missing required params (as lint does) but build the AppDefs: ``torchspec diff``
+    stand_ins: bool = False
+    #: where the spec, its params file and its templates are read from (``torchspec diff``: a git commit)
+    source: Source = FILES
+    #: unsaved editor buffers, path -> text: imported templates are read from here before ``source``
+    overlays: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -60,6 +67,10 @@ class LoadedDocument:
     env_read: list[str] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     app: "AppDef | None" = None
+    #: real paths of the other files the document was rendered from: its params file, imports, includes
+    dependencies: list[str] = field(default_factory=list)
+    #: required params nobody gave, rendered with stand-in values (``LoadOptions.stand_ins``)
+    stand_ins: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -86,7 +97,7 @@ class LoadedFile:
 def load_file(path: str, options: LoadOptions | None = None) -> LoadedFile:
     """Load every document of a spec file; problems come back as diagnostics, never raised."""
     options = options or LoadOptions()
-    text, problem = read_text(path, options.max_file_bytes)
+    text, problem = read_text(path, options.max_file_bytes, options.source)
     if problem is not None:
         return LoadedFile(path, diagnostics=[problem])
     assert text is not None
@@ -104,7 +115,7 @@ def load_text(text: str, path: str = "<string>", fmt: str = "yaml", options: Loa
                                              hint="write an AppDef: name and roles"))
     if any(d.is_error for d in problems):
         return result  # documents after a syntax error are not trustworthy
-    values_file = read_params_file(options.params_file) if options.params_file else None
+    values_file = read_params_file(options.params_file, options.source) if options.params_file else None
     has_templates = _has_markers(text)  # once: per document, a file of many documents took quadratic time
     for doc in docs:
         result.documents.append(_load_document(doc, options, values_file, has_templates=has_templates))
@@ -179,14 +190,14 @@ class ValuesFile:
     diagnostics: list[Diagnostic]
 
 
-def read_params_file(path: str) -> ValuesFile:
+def read_params_file(path: str, source: Source = FILES) -> ValuesFile:
     """The values a ``--params-file`` sets, with its problems as TS307 diagnostics (never raises).
 
     A file that cannot be used gives no values, so callers that only want
     the names (to know which defaults it overrides) can ignore the problems:
     loading the spec reports them properly.
     """
-    text, problem = read_text(path)
+    text, problem = read_text(path, source=source)
     if problem is not None:
         problem.code = "TS307"
         return ValuesFile({}, None, [problem])
@@ -233,7 +244,7 @@ def _load_document(doc: Document, options: LoadOptions, values_file: ValuesFile 
         doc, declared, dict(options.params),
         values_file.values if values_file else None,
         values_file.document if values_file else None,
-        fill_placeholders=options.lint,
+        fill_placeholders=options.lint or options.stand_ins,
     )
     if values_file:
         out.diagnostics.extend(values_file.diagnostics)
@@ -241,15 +252,20 @@ def _load_document(doc: Document, options: LoadOptions, values_file: ValuesFile 
     if not out.ok:
         return out
     out.params = resolved.values
+    out.stand_ins = sorted(resolved.placeholders)
     renderer = Renderer(resolved.values, os.path.dirname(os.path.abspath(doc.file)),
-                        doc.data.get("imports"), options.template_paths)
+                        doc.data.get("imports"), options.template_paths,
+                        with_overlays(options.source, options.overlays))
     sources: dict[Path, str] = {}
     try:
         with renderer.deadline():
             out.rendered = _render(doc.data, (), renderer, doc, out.diagnostics, sources)
     except RenderError as e:  # only the render clock raises out of _render
-        out.diagnostics.append(doc.diagnostic(e.code, e.message, (), e.hint))
+        out.diagnostics.append(_related(doc.diagnostic(e.code, e.message, (), e.hint), e))
         return out
+    finally:
+        given_file = [options.source.realpath(options.params_file)] if options.params_file else []
+        out.dependencies = sorted(set(given_file + renderer.dependencies()))
     out.env_read = renderer.env_read
     try:
         return _checked(out, doc, declared, sources, renderer, resolved, has_templates, options)
@@ -258,15 +274,20 @@ def _load_document(doc: Document, options: LoadOptions, values_file: ValuesFile 
 
 
 def redact(diagnostics: list[Diagnostic], env_read: list[str]) -> None:
-    """Never show what env() read: a spec from a pull request must not print CI secrets into annotations."""
-    secrets = sorted({os.environ[n] for n in env_read if len(os.environ.get(n, "")) >= 3}, key=len, reverse=True)
-    if not secrets:
-        return
+    """Never show what env() read: a spec from a pull request must not print CI secrets into annotations.
+
+    The value goes wherever the message or hint quotes it, as written or as
+    Python's repr or JSON write it (see :mod:`torchspec.redaction`); so does
+    the copy of the offending line that reporters draw a caret under.
+    """
+    from torchspec.redaction import redact_text
+
     for d in diagnostics:
-        for secret in secrets:
-            d.message = d.message.replace(secret, "<value from env()>")
-            if d.hint:
-                d.hint = d.hint.replace(secret, "<value from env()>")
+        d.message = redact_text(d.message, env_read)
+        if d.hint:
+            d.hint = redact_text(d.hint, env_read)
+        if d.source_line:
+            d.source_line = redact_text(d.source_line, env_read)
 
 
 def _checked(out: LoadedDocument, doc: Document, declared: dict[str, Any], sources: dict[Path, str],
@@ -316,8 +337,8 @@ def _render(value: Any, path: Path, renderer: Renderer, doc: Document, diags: li
         try:
             rendered = renderer.render(value)
         except RenderError as e:
-            d = doc.diagnostic(e.code, e.message, path, e.hint)
-            if d.line is not None and e.line > 1:
+            d = _related(doc.diagnostic(e.code, e.message, path, e.hint), e)
+            if d.line is not None and e.line > 1 and not e.origin:
                 d.line += e.line - 1
                 d.source_line = doc.source_line(d.line)
             diags.append(d)
@@ -331,6 +352,15 @@ def _render(value: Any, path: Path, renderer: Renderer, doc: Document, diags: li
         return {k: (v if not path and k in _UNTEMPLATED else _render(v, path + (k,), renderer, doc, diags, sources))
                 for k, v in value.items()}
     return value
+
+
+def _related(d: Diagnostic, e: RenderError) -> Diagnostic:
+    """``d``, pointing also at the line of the imported template where ``e`` happened."""
+    if e.origin is not None:
+        from torchspec.errors import Related
+
+        d.related.append(Related(e.origin[0], e.origin[1], e.message))
+    return d
 
 
 def _words(names: set[str] | dict[str, Any]) -> re.Pattern[str] | None:

@@ -12,8 +12,9 @@ many small steps add up to is bounded by the renderer (the output of a
 value and of a document) and by its clock and memory watch
 (``Renderer.deadline``).
 
-Nothing here knows about specs: ``template.py`` builds one environment per
-set of allowed folders with :func:`make_environment`.
+Nothing here knows about specs or files: ``template.py`` builds one
+environment per set of allowed folders with :func:`make_environment`,
+handing it the loader that confines what templates may read.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator
 MAX_REPEAT = 100_000
 #: The most characters any one value in a template may print as: a string, a list printed, one rendered spec value.
 MAX_OUTPUT = 1_000_000
-#: The largest template file an import or include may read.
+#: The largest template file an import or include may read (template.py's loader checks it).
 MAX_TEMPLATE_BYTES = 1024 * 1024
 #: Bits an integer may grow to by ``*`` and ``**``.
 MAX_INT_BITS = 4096
@@ -233,41 +234,16 @@ def inside(real: str, roots: list[str]) -> bool:
     return any(real == root or real.startswith(root + os.sep) for root in roots)
 
 
-def make_environment(roots: list[str]) -> Any:
-    """A new bounded sandbox reading templates only from ``roots``."""
+def make_environment(loader: Any) -> Any:
+    """A new bounded sandbox reading templates through ``loader`` (which confines them: ``template.py``)."""
     from jinja2 import StrictUndefined
 
-    env = _sandbox_class()(loader=_loader_class()(roots), undefined=StrictUndefined, autoescape=False)
+    env = _sandbox_class()(loader=loader, undefined=StrictUndefined, autoescape=False)
     for name in list(env.filters):
         env.filters[name] = _bounded_filter(name, env.filters[name])
     env.globals["lipsum"] = _bounded_lipsum(env.globals["lipsum"])
     env.compiled_cache = {}  # see template._compiled: it lives and dies with its environment
     return env
-
-
-@functools.lru_cache(maxsize=1)
-def _loader_class() -> type:
-    from jinja2 import FileSystemLoader, TemplateNotFound
-
-    class ConfinedLoader(FileSystemLoader):
-        """Reads templates only from the allowed folders, after resolving symlinks."""
-
-        def __init__(self, roots: list[str]) -> None:
-            super().__init__(roots)
-            self.roots = roots
-
-        def get_source(self, environment: Any, template: str) -> Any:
-            for root in self.roots:  # check before opening: a FIFO or a device would hang or flood the read
-                real = os.path.realpath(os.path.join(root, *template.replace("\\", "/").split("/")))
-                if os.path.exists(real) and (not inside(real, self.roots) or not os.path.isfile(real)
-                                             or os.path.getsize(real) > MAX_TEMPLATE_BYTES):
-                    raise TemplateNotFound(template)
-            source, filename, uptodate = super().get_source(environment, template)
-            if not inside(os.path.realpath(filename), self.roots):
-                raise TemplateNotFound(template)
-            return source, filename, uptodate
-
-    return ConfinedLoader
 
 
 @functools.lru_cache(maxsize=1)

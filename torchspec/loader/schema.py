@@ -106,16 +106,27 @@ def types_at(path: Path, strict: bool = True) -> frozenset[str]:
 
 @functools.lru_cache(maxsize=4096)
 def _types_at(path: Path, strict: bool) -> frozenset[str]:
-    root = strict_schema(load_schema()) if strict else load_schema()
-    nodes = [root]
-    for part in path:
-        nodes = [child for node in _expand(root, nodes) for child in _children(node, part)]
     found: set[str] = set()
-    for node in _expand(root, nodes):
+    for node in schemas_at(path, strict):
         t = node.get("type")
         if t is not None:
             found.update(t if isinstance(t, list) else [t])
     return frozenset(found)
+
+
+def schemas_at(path: Path, strict: bool = False) -> list[dict[str, Any]]:
+    """Every schema node that applies to the value at ``path``: ``$ref``s followed, ``anyOf`` branches and
+    ``if``/``then`` expanded.  Editors read titles, descriptions, properties and enums from them."""
+    root = _root(strict)
+    nodes = [root]
+    for part in path:
+        nodes = [child for node in _expand(root, nodes) for child in _children(node, part)]
+    return _expand(root, nodes)
+
+
+@functools.lru_cache(maxsize=None)
+def _root(strict: bool) -> dict[str, Any]:
+    return strict_schema(load_schema()) if strict else load_schema()
 
 
 def _expand(root: dict[str, Any], nodes: list[Any]) -> list[dict[str, Any]]:

@@ -1,13 +1,21 @@
-"""Reading a spec file from disk: size limits, encoding, and format detection.
+"""Reading a spec file: where files come from, size limits, encoding, and format detection.
 
 Specs arrive in pull requests, so a file is read with a size cap before any
 parser sees it, and bytes that are not UTF-8 text are an error with a
 position rather than a traceback.
+
+Every file the loader reads (the spec, its params file, the templates it
+imports or includes) is read through a :class:`Source`.  :data:`FILES`, the
+disk, is the default; ``torchspec diff`` passes one that reads a git commit
+(``torchspec.gitops.git.GitSource``), so the old side of a diff, imports and
+all, is loaded without checking anything out; the language server puts its
+unsaved buffers in front of the disk (:class:`OverlaySource`).
 """
 
 from __future__ import annotations
 
 import os
+from typing import Mapping, Protocol
 
 from torchspec.errors import Diagnostic
 
@@ -23,24 +31,125 @@ def detect_format(path: str) -> str:
     return FORMATS.get(os.path.splitext(path)[1].lower(), "yaml")
 
 
-def read_text(path: str, max_bytes: int = MAX_FILE_BYTES) -> tuple[str | None, Diagnostic | None]:
+class Source(Protocol):
+    """Where the loader reads files from, by absolute path.
+
+    The template sandbox's folder checks use :meth:`realpath`, so a source
+    decides what a link is; :meth:`read` raises what ``open`` raises
+    (``FileNotFoundError``, ``IsADirectoryError``, other ``OSError``).
+    """
+
+    def read(self, path: str, limit: int) -> bytes:
+        """At most ``limit`` bytes of the file."""
+
+    def realpath(self, path: str) -> str:
+        """``path`` with links resolved, as ``os.path.realpath``."""
+
+    def exists(self, path: str) -> bool:
+        """Whether anything (a file, a folder) is at ``path``."""
+
+    def is_file(self, path: str) -> bool:
+        """Whether ``path`` is a regular file (never a folder, FIFO or device)."""
+
+    def size(self, path: str) -> int:
+        """The file's size in bytes."""
+
+    def stamp(self, path: str) -> object:
+        """A value that changes when the file does (cached templates are reloaded then)."""
+
+
+class FileSource:
+    """The disk: the working tree."""
+
+    def read(self, path: str, limit: int) -> bytes:
+        with open(path, "rb") as f:
+            return f.read(limit)
+
+    def realpath(self, path: str) -> str:
+        return os.path.realpath(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def is_file(self, path: str) -> bool:
+        return os.path.isfile(path)
+
+    def size(self, path: str) -> int:
+        return os.path.getsize(path)
+
+    def stamp(self, path: str) -> object:
+        try:
+            return os.path.getmtime(path)
+        except OSError:
+            return None
+
+
+#: The default source: files on disk.
+FILES = FileSource()
+
+
+class OverlaySource:
+    """Texts by path (an editor's unsaved buffers) in front of another source.
+
+    Equal overlays over the same source compare equal, so the template
+    sandbox cached for them (and the templates it compiled) is reused from
+    one keystroke to the next while the buffers stay the same.
+    """
+
+    def __init__(self, base: Source, texts: Mapping[str, str]) -> None:
+        self.base = base
+        self.texts = {base.realpath(path): text.encode("utf-8") for path, text in texts.items()}
+        self._key = (base, tuple(sorted(self.texts.items())))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OverlaySource) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def read(self, path: str, limit: int) -> bytes:
+        return self.texts[path][:limit] if path in self.texts else self.base.read(path, limit)
+
+    def realpath(self, path: str) -> str:
+        return self.base.realpath(path)
+
+    def exists(self, path: str) -> bool:
+        return path in self.texts or self.base.exists(path)
+
+    def is_file(self, path: str) -> bool:
+        return path in self.texts or self.base.is_file(path)
+
+    def size(self, path: str) -> int:
+        return len(self.texts[path]) if path in self.texts else self.base.size(path)
+
+    def stamp(self, path: str) -> object:
+        return self.texts[path] if path in self.texts else self.base.stamp(path)
+
+
+def with_overlays(source: Source, texts: Mapping[str, str]) -> Source:
+    """``source`` with ``texts`` (path -> text) read in front of it; ``source`` itself when there are none."""
+    return OverlaySource(source, texts) if texts else source
+
+
+def read_text(path: str, max_bytes: int = MAX_FILE_BYTES,
+              source: Source = FILES) -> tuple[str | None, Diagnostic | None]:
     """The file's text, or a diagnostic saying why it cannot be used."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(max_bytes + 1)
+        data = source.read(path, max_bytes + 1)
     except IsADirectoryError:
         return None, Diagnostic("TS001", "is a folder, not a spec file", file=path)
     except OSError as e:
         return None, Diagnostic("TS001", f"cannot read the file: {e.strerror or e}", file=path)
     if len(data) > max_bytes:
-        return None, Diagnostic(
-            "TS002",
-            f"the file is larger than the limit of {max_bytes} bytes",
-            file=path,
-            hint=f"spec files are a few KiB; split this one (the limit is {MAX_FILE_BYTES // 1024 // 1024} MiB, "
-                 "see Security in README; lint takes --max-file-size BYTES)",
-        )
+        return None, too_large(path, max_bytes)
     return decode(data, path)
+
+
+def too_large(path: str, max_bytes: int) -> Diagnostic:
+    """TS002: the file at ``path`` holds more than ``max_bytes`` bytes; the hint names the limit and its docs."""
+    return Diagnostic("TS002", f"the file is larger than the limit of {max_bytes} bytes", file=path,
+                      hint=f"spec files are a few KiB; split this one (the limit is {MAX_FILE_BYTES // 1024 // 1024} "
+                           "MiB, see Security in README; lint takes --max-file-size BYTES)")
 
 
 _UTF16_32 = [(b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),

@@ -6,16 +6,18 @@ case, ``"{{ name }}"`` or ``"job-{{ name }}"`` with plain param names, is
 substituted without Jinja at all (same result as Jinja's ``str()``), so specs
 with simple params never pay for importing and compiling Jinja.
 
-Safety: Jinja's immutable sandbox, undefined names are errors, files are only
-read from the spec's folder and configured template folders (checked after
-resolving symlinks), huge repetitions are refused and rendering a document
-has a time limit.  Environment variables are reachable only through
-``env("NAME", "default")``, and every name read is recorded.
+Safety: Jinja's immutable sandbox with size limits (``sandbox.py``), undefined
+names are errors, files are only read from the spec's folder and configured
+template folders (checked after resolving symlinks), and rendering a document
+has limits on its output, its time and its memory.  Environment variables are
+reachable only through ``env("NAME", "default")``, and every name read is
+recorded.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import os
 import re
@@ -28,8 +30,10 @@ from torchspec.errors import did_you_mean
 from torchspec.loader.parsers import unholdable_in
 from torchspec.loader.sandbox import (MAX_OUTPUT, MAX_REPEAT, MAX_TEMPLATE_BYTES, inside, is_too_big, make_environment,
                                       size_of)
+from torchspec.loader.source import FILES, Source
+from torchspec.redaction import ENV_READ, redact_text
 
-__all__ = ["MAX_DOCUMENT_OUTPUT", "MAX_OUTPUT", "MAX_RENDER_MEMORY", "MAX_REPEAT", "MAX_TEMPLATE_BYTES",
+__all__ = ["ENV_READ", "MAX_DOCUMENT_OUTPUT", "MAX_OUTPUT", "MAX_RENDER_MEMORY", "MAX_REPEAT", "MAX_TEMPLATE_BYTES",
            "RENDER_SECONDS", "Renderer", "RenderError", "is_template", "redact_env"]
 
 #: Seconds one document may spend rendering templates (main thread only).
@@ -52,33 +56,31 @@ def is_template(value: str) -> bool:
     return "{{" in value or "{%" in value or "{#" in value
 
 
-#: Every variable an ``env()`` call read in this process, so that what the CLI prints (render, dryrun) can
-#: hide their values: a spec from a pull request must not print CI secrets into a log.
-ENV_READ: set[str] = set()
+#: The files the renderer running in this context has read (imports, includes): see Renderer.dependencies.
+_READS: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("torchspec_template_reads", default=None)
 
 
 def redact_env(text: str) -> str:
-    """``text`` with the value of every variable ``env()`` read in this process replaced by ``<value from env(NAME)>``.
-
-    Values shorter than 3 characters are left (they would blank out digits
-    and words everywhere, and are no secrets).
-    """
-    values = sorted(((os.environ[n], n) for n in ENV_READ if len(os.environ.get(n, "")) >= 3),
-                    key=lambda pair: len(pair[0]), reverse=True)
-    for value, name in values:
-        text = text.replace(value, f"<value from env({name})>")
-    return text
+    """``text`` with the value of every variable ``env()`` read in this process replaced by
+    ``<value from env(NAME)>`` (see :mod:`torchspec.redaction`)."""
+    return redact_text(text)
 
 
 class RenderError(Exception):
-    """A template failed; ``line`` is the 1-based line inside the value, where known."""
+    """A template failed; ``line`` is the 1-based line inside the value, where known.
 
-    def __init__(self, code: str, message: str, hint: str | None = None, line: int = 1) -> None:
+    ``origin`` is ``(file, line)`` when the failure happened inside an imported
+    template file (a macro's body, a syntax error in the file).
+    """
+
+    def __init__(self, code: str, message: str, hint: str | None = None, line: int = 1,
+                 origin: tuple[str, int] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.hint = hint
         self.line = line
+        self.origin = origin
 
 
 class _EnvNotSet(Exception):
@@ -100,11 +102,15 @@ class Renderer:
         spec_dir: str,
         imports: dict[str, str] | None = None,
         template_paths: list[str] | tuple[str, ...] = (),
+        source: Source = FILES,
     ) -> None:
         self.variables = variables
-        self.roots = [os.path.realpath(spec_dir)] + [os.path.realpath(p) for p in template_paths]
+        self.source = source
+        self.roots = [source.realpath(spec_dir)] + [source.realpath(p) for p in template_paths]
         self.imports = dict(imports or {})
         self.env_read: list[str] = []
+        #: real paths of the template files Jinja loaded for this renderer (imports, includes, extends)
+        self.files_read: set[str] = set()
         self._jinja: Any = None
         self._context: dict[str, Any] | None = None
         self.produced = 0  # characters rendered so far, against MAX_DOCUMENT_OUTPUT
@@ -132,6 +138,7 @@ class Renderer:
         if simple is not _MISSING:
             return simple
         single = _SINGLE.match(value)
+        reads = _READS.set(self.files_read)
         try:
             if single and not any(t in single.group(1) for t in ("{{", "}}", "{%", "%}", "{#")):
                 return _plain(self._expression(single.group(1))(**self.context()))
@@ -140,6 +147,16 @@ class Renderer:
             raise
         except Exception as e:  # every Jinja failure becomes a RenderError with a code
             raise self._explain(e) from None
+        finally:
+            _READS.reset(reads)
+
+    def dependencies(self) -> list[str]:
+        """Real paths of the files this document's values depend on besides the spec: the files its
+        ``imports`` name and every template file Jinja asked for while rendering (includes, imports),
+        found or not: a missing one is where the file would have to be (in the spec's folder)."""
+        declared = {self._find(path) or self.source.realpath(os.path.join(self.roots[0], path))
+                    for path in self.imports.values() if not os.path.isabs(path)}
+        return sorted(self.files_read | declared)
 
     def context(self) -> dict[str, Any]:
         """Params, the ``env()`` function and the imported macro modules."""
@@ -237,7 +254,7 @@ class Renderer:
 
     def jinja(self) -> Any:
         if self._jinja is None:
-            self._jinja = _environment(tuple(self.roots))
+            self._jinja = _environment(tuple(self.roots), self.source)
         return self._jinja
 
     def _template(self, source: str) -> Any:
@@ -252,16 +269,19 @@ class Renderer:
         Never follows a path out of the allowed folders (``..``, absolute
         paths, symlinks) and never opens devices or FIFOs, which could hang.
         """
+        real = self._find(path)
+        if real is None or self.source.size(real) > MAX_TEMPLATE_BYTES:
+            return None
+        return self.source.read(real, MAX_TEMPLATE_BYTES).decode("utf-8", errors="replace")
+
+    def _find(self, path: str) -> str | None:
+        """The real path of the regular file ``path`` names in the first allowed folder holding one, else None."""
         if os.path.isabs(path) or ".." in path.replace("\\", "/").split("/"):
             return None
         for root in self.roots:
-            real = os.path.realpath(os.path.join(root, path))
-            if not inside(real, self.roots) or not os.path.isfile(real):
-                continue
-            if os.path.getsize(real) > MAX_TEMPLATE_BYTES:
-                return None
-            with open(real, encoding="utf-8", errors="replace") as f:
-                return f.read()
+            real = self.source.realpath(os.path.join(root, path))
+            if inside(real, self.roots) and self.source.is_file(real):
+                return real
         return None
 
     def _env(self, name: str, default: Any = _MISSING) -> Any:
@@ -288,9 +308,15 @@ class Renderer:
             raise
         except Exception as e:
             error = self._explain(e)
-            raise RenderError(error.code, f"import {alias!r} ({path}): {error.message}", error.hint) from None
+            raise RenderError(error.code, f"import {alias!r} ({path}): {error.message}", error.hint,
+                              origin=error.origin) from None
 
     def _explain(self, e: BaseException) -> RenderError:
+        error = self._explained(e)
+        error.origin = error.origin or _origin(e)
+        return error
+
+    def _explained(self, e: BaseException) -> RenderError:
         from jinja2 import exceptions as jx
 
         if isinstance(e, _EnvNotSet):
@@ -341,6 +367,28 @@ def _resident_bytes() -> int | None:
         return None
 
 
+def _origin(e: BaseException) -> tuple[str, int] | None:
+    """``(file, line)`` in the template file where ``e`` happened; None for a spec's own values.
+
+    A syntax error names its file; an error raised while a macro ran is found
+    in the traceback, whose frames from template files carry Jinja's map from
+    the compiled code's lines back to the template's (``debug_info``).
+    """
+    filename = getattr(e, "filename", None)
+    if isinstance(filename, str) and getattr(e, "lineno", None):
+        return filename, int(e.lineno)  # type: ignore[attr-defined]
+    found = None
+    tb = e.__traceback__
+    while tb is not None:
+        info = tb.tb_frame.f_globals.get("debug_info")
+        file = tb.tb_frame.f_globals.get("__file__")
+        if isinstance(info, str) and isinstance(file, str) and file == tb.tb_frame.f_code.co_filename:
+            pairs = [tuple(map(int, x.split("="))) for x in info.split("&") if x]
+            found = file, next((t for t, c in reversed(pairs) if c <= tb.tb_lineno), 1)
+        tb = tb.tb_next
+    return found
+
+
 def _syntax_hint(message: str) -> str | None:
     if "unexpected '}'" in message or "expected token 'end of print statement'" in message:
         return "check the {{ ... }} braces; write a literal '{{' as {{ '{{' }}"
@@ -376,13 +424,13 @@ def _plain(value: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=64)
-def _environment(roots: tuple[str, ...]) -> Any:
-    """One sandbox per set of allowed folders, shared by every document that has them.
+def _environment(roots: tuple[str, ...], source: Source) -> Any:
+    """One sandbox per set of allowed folders (and source), shared by every document that has them.
 
     Sharing matters for lint: a thousand specs in one folder compile each
     distinct template once, not once per file.
     """
-    return make_environment(list(roots))
+    return _make_environment(list(roots), source)
 
 
 def _compiled(env: Any, kind: str, source: str) -> Any:
@@ -396,3 +444,45 @@ def _compiled(env: Any, kind: str, source: str) -> Any:
         found = cache[key] = (env.from_string(source) if kind == "t"
                               else env.compile_expression(source, undefined_to_none=False))
     return found
+
+
+def _note_read(path: str) -> None:
+    reads = _READS.get()
+    if reads is not None:
+        reads.add(path)
+
+
+def _make_environment(roots: list[str], source: Source) -> Any:
+    from jinja2 import BaseLoader, TemplateNotFound
+    from jinja2.loaders import split_template_path
+
+    class ConfinedLoader(BaseLoader):
+        """Reads templates from ``source``, only from the allowed folders, after resolving symlinks.
+
+        Each template Jinja asks for is noted as a read of the renderer at
+        work: on first load here, and on every cache hit in ``uptodate``
+        (Jinja asks it each time, as ``auto_reload`` is on).
+        """
+
+        def get_source(self, environment: Any, template: str) -> Any:
+            pieces = split_template_path(template.replace("\\", "/"))  # refuses '..' as FileSystemLoader does
+            for root in roots:  # check before opening: a FIFO or a device would hang or flood the read
+                real = source.realpath(os.path.join(root, *pieces))
+                if not source.exists(real):
+                    continue
+                if not inside(real, roots) or not source.is_file(real) or source.size(real) > MAX_TEMPLATE_BYTES:
+                    raise TemplateNotFound(template)
+                text = source.read(real, MAX_TEMPLATE_BYTES).decode("utf-8")
+                stamp = source.stamp(real)
+                _note_read(real)
+
+                def uptodate(real: str = real, stamp: object = stamp) -> bool:
+                    _note_read(real)
+                    return source.stamp(real) == stamp
+
+                return text, real, uptodate
+            _note_read(source.realpath(os.path.join(roots[0], *pieces)))  # missing: still what the spec uses
+            raise TemplateNotFound(template)
+
+    return make_environment(ConfinedLoader())
+

@@ -50,7 +50,7 @@ class TextReporter(Reporter):
         if not lines:
             return ""
         if color:
-            return _to_ansi(lines)
+            return to_ansi(lines)
         return "".join("".join(text for text, _ in line) + "\n" for line in lines)
 
 
@@ -97,7 +97,7 @@ def _diagnostic_lines(d: Diagnostic) -> list[Line]:
     severity_style = _SEVERITY_STYLE.get(d.severity, "bold")
     message = _clean_lines(d.message)
     lines: list[Line] = [[
-        (_clean(d.location()), "bold"), (": ", None), (d.severity, severity_style), (" ", None),
+        (clean(d.location()), "bold"), (": ", None), (d.severity, severity_style), (" ", None),
         (d.code, "bold"), (" ", None), (message[0], None),
     ]]
     lines.extend([(INDENT + more, None)] for more in message[1:])
@@ -112,7 +112,7 @@ def _diagnostic_lines(d: Diagnostic) -> list[Line]:
         lines.extend([(INDENT + " " * len("hint: ") + more, None)] for more in hint[1:])
     where = []
     if d.path:
-        where.append(f"at {_clean(d.path)}")
+        where.append(f"at {clean(d.path)}")
     if d.document:
         where.append(f"in document {d.document + 1}")
     if where:
@@ -185,16 +185,16 @@ def _width(text: str) -> int:
     return total
 
 
-def _clean(text: str) -> str:
+def clean(text: str) -> str:
     """One line of message text with tabs as spaces and controls made visible."""
     return "".join(" " if ch == "\t" else _cell(ch) for ch in text)
 
 
 def _clean_lines(text: str) -> list[str]:
-    return [_clean(line) for line in text.replace("\r\n", "\n").split("\n")]
+    return [clean(line) for line in text.replace("\r\n", "\n").split("\n")]
 
 
-def _to_ansi(lines: list[Line]) -> str:
+def to_ansi(lines: list[Line]) -> str:
     """Draw the laid-out lines with rich, isolated from the environment: the caller already decided on colour."""
     from io import StringIO
 

@@ -347,6 +347,10 @@ class Runner:
         """The run options (cfg keys) ``scheduler`` accepts."""
         return self._scheduler(scheduler).run_opts()
 
+    def scheduler_keeps_labels(self, scheduler: str) -> bool:
+        """Whether ``scheduler`` stores each app's labels (its metadata) and lists them (``Scheduler.keeps_labels``)."""
+        return bool(self._scheduler(scheduler).keeps_labels)
+
     def run_options(self, scheduler: str, given: GivenOptions = None, *, strict: bool = True) -> Dict[str, CfgVal]:
         """``scheduler``'s cfg from ``given`` (``-c`` text or a mapping) over the config file's and its defaults.
 
@@ -488,7 +492,7 @@ class Runner:
         if not app:
             desc = scheduler.describe(app_id)
             if desc:
-                app = AppDef(name=app_id, roles=desc.roles)
+                app = AppDef(name=app_id, roles=desc.roles, metadata=dict(desc.labels))
         return app
 
     def log_lines(
@@ -516,9 +520,17 @@ class Runner:
             raise UnknownAppException(app_handle)
         return scheduler.log_iter(app_id, role_name, k, regex, since, until, should_tail, streams=streams)
 
-    def list(self, scheduler: str) -> List["ListAppResponse"]:
-        """The apps ``scheduler`` knows of, each with its handle filled in for this session."""
-        apps = self._scheduler(scheduler).list()
+    def list(self, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None) -> List["ListAppResponse"]:
+        """The apps ``scheduler`` knows of, each with its handle filled in for this session.
+
+        With ``cfg`` (run options, resolved as for :meth:`dryrun`), the apps where a submission with them
+        goes (``Scheduler.list_where``: the namespace ``-c namespace=`` names on Kubernetes).
+        """
+        sched = self._scheduler(scheduler)
+        if cfg is None:
+            apps = sched.list()
+        else:
+            apps = sched.list_where(resolve_run_options(scheduler, sched.run_opts(), cfg, self._config, strict=False))
         for app in apps:
             app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
         return apps

@@ -8,7 +8,10 @@ dry run only builds the request.
 - A refusal (:class:`~torchspec.errors.AppRefusedError`, or any ``ValueError``)
   is **TS601 scheduler-refuses**, positioned at the role the message names (at
   the role's metadata key when the message names one, e.g.
-  ``kubernetes.pod_patch``), else at the top of the document.
+  ``kubernetes.pod_patch``), else at the top of the document.  A refusal that
+  carries its own ``code`` and ``path`` is reported with them: docker and
+  kubernetes refuse a role whose image is a folder (``.``) as **TS603
+  folder-image**, at that role's image.
 - A scheduler may check its requests further through
   :meth:`Scheduler.request_check <torchspec.schedulers.api.Scheduler.request_check>`
   (kubernetes validates its manifests against the API schemas and CRDs: TS602);
@@ -42,7 +45,7 @@ if TYPE_CHECKING:
     from torchspec.runner.api import Runner
     from torchspec.schedulers.api import RequestCheck, Scheduler
 
-__all__ = ["SchedulerCheck", "lint_paths", "prepare"]
+__all__ = ["SchedulerCheck", "lint_paths", "lint_text", "prepare"]
 
 REFUSES = "TS601"
 #: The name of everything in the app that probes whether a scheduler takes the run options given.
@@ -53,10 +56,24 @@ def lint_paths(paths: Iterable[str], options: Optional["LintOptions"] = None) ->
     """:func:`torchspec.lint.lint_paths`, plus the dry run on ``options.scheduler`` when it names one."""
     from torchspec import lint
 
+    return lint.lint_paths(paths, _with_check(options))
+
+
+def lint_text(text: str, path: str = "<string>", options: Optional["LintOptions"] = None,
+              fmt: Optional[str] = None) -> "LintResult":
+    """:func:`torchspec.lint.lint_text` (an editor's buffer), plus the dry run on ``options.scheduler``."""
+    from torchspec import lint
+
+    return lint.lint_text(text, path, _with_check(options), fmt)
+
+
+def _with_check(options: Optional["LintOptions"]) -> "LintOptions":
+    from torchspec import lint
+
     options = options or lint.LintOptions()
     if options.scheduler:
         options = dataclasses.replace(options, checks=[*options.checks, prepare(options)])
-    return lint.lint_paths(paths, options)
+    return options
 
 
 def prepare(options: "LintOptions") -> "SchedulerCheck":
@@ -116,7 +133,7 @@ class SchedulerCheck:
     the list each ``check_file`` call was given.
     """
 
-    codes = (REFUSES, "TS602")
+    codes = (REFUSES, "TS602", "TS603")
 
     def __init__(self, name: str, scheduler: "Scheduler[Any]", cfg: Mapping[str, Any],
                  request_check: Optional["RequestCheck"] = None) -> None:
@@ -175,7 +192,11 @@ class SchedulerCheck:
         try:
             info = self._runner.dryrun(build_app(doc.rendered), self.name, dict(self.cfg))
         except ValueError as e:
-            out.append(self._refusal(doc, str(e)))
+            problems = getattr(e, "problems", ())
+            if problems:  # every field the scheduler cannot carry, each at its own line
+                out.extend(self._refusal(doc, e, message, tuple(path)) for path, message in problems)
+            else:
+                out.append(self._refusal(doc, e))
             return
         except BackendError as e:
             self.disabled = True
@@ -187,19 +208,25 @@ class SchedulerCheck:
             self._pending[key] = (doc, out)
             self.request_check.add(key, info.request, doc.rendered)
 
-    def _refusal(self, doc: "LoadedDocument", message: str) -> Diagnostic:
+    def _refusal(self, doc: "LoadedDocument", error: ValueError, message: str | None = None,
+                 path: tuple[Any, ...] = ()) -> Diagnostic:
+        """The refusal as a diagnostic: the refusal's own code and place where it has them (TS603 at the
+        role's image; each of its ``problems`` at its own place), else TS601 at the role the message names."""
+        message = str(error) if message is None else message
         roles = (doc.rendered.get("roles") or []) if doc.rendered else []
-        index = _named_role(message, [str(r.get("name", "")) for r in roles],
-                            [str(r.get("image", "")) for r in roles])
-        path: tuple[Any, ...] = ()
+        code = getattr(error, "code", None) or REFUSES
+        path = tuple(path) or tuple(getattr(error, "path", ()))
+        index = None if path else _named_role(message, [str(r.get("name", "")) for r in roles],
+                                              [str(r.get("image", "")) for r in roles])
         if index is not None:
             path = ("roles", index)
             metadata = roles[index].get("metadata") or {}
             key = next((k for k in sorted(metadata, key=len, reverse=True) if str(k) in message), None)
             if key is not None:
                 path += ("metadata", key)
-        d = doc.source.diagnostic(REFUSES, f"the {self.name} scheduler refuses this spec: {message}", path,
-                                  f"see the request with: torchspec dryrun -s {self.name} FILE", key=True)
+        hint = getattr(error, "hint", None) or f"see the request with: torchspec dryrun -s {self.name} FILE"
+        d = doc.source.diagnostic(code, f"the {self.name} scheduler refuses this spec: {message}", path, hint,
+                                  key=code == REFUSES)
         _redact(d, doc)
         return d
 

@@ -58,16 +58,20 @@ class DescribeAppResponse:
     roles_statuses: List[RoleStatus] = field(default_factory=list)
     roles: List[Role] = field(default_factory=list)
     metadata: Dict[str, str] = field(default_factory=dict)
+    #: the app's labels: its ``AppDef.metadata`` as submitted, where the scheduler keeps them (``keeps_labels``)
+    labels: Dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
 class ListAppResponse:
     """One app in ``Scheduler.list()``; the runner fills in ``app_handle``
-    (``{scheduler}://{session}/{app_id}``) since only it knows the session name."""
+    (``{scheduler}://{session}/{app_id}``) since only it knows the session name.
+    ``labels`` are the app's ``AppDef.metadata`` as submitted, where the scheduler keeps them."""
 
     app_id: str
     state: AppState
     app_handle: str = "<NOT_SET>"
+    labels: Dict[str, str] = field(default_factory=dict)
 
 
 T = TypeVar("T")
@@ -133,7 +137,18 @@ class Scheduler(abc.ABC, Generic[T]):
     Implementers write ``_submit_dryrun``, ``schedule``, ``describe``,
     ``list`` and ``_cancel_existing``; ``log_iter``, ``run_opts``, ``close``
     and ``_validate`` have defaults worth overriding.
+
+    Labels: an app's ``AppDef.metadata`` (string keys and values) are its
+    labels.  A scheduler that stores them with the app (``labels_of(app)``
+    at dry run; an annotation, container labels, the job's comment, its state
+    file) and gives them back in ``ListAppResponse.labels`` and
+    ``DescribeAppResponse.labels`` says so with ``keeps_labels = True``;
+    ``torchspec apply`` finds what it submitted by them, and refuses a
+    scheduler that does not keep them.
     """
+
+    #: whether ``list`` and ``describe`` give back each app's labels (its ``AppDef.metadata``)
+    keeps_labels: bool = False
 
     def __init__(self, backend: str, session_name: str) -> None:
         self.backend = backend
@@ -234,6 +249,11 @@ class Scheduler(abc.ABC, Generic[T]):
         """The apps this scheduler knows of, with their states (a prototype API in TorchX too)."""
         raise NotImplementedError()
 
+    def list_where(self, cfg: Mapping[str, Any]) -> List[ListAppResponse]:
+        """The apps where a submission with the resolved ``cfg`` goes (Kubernetes: the cfg's namespace and
+        context); by default :meth:`list`, for schedulers whose run options do not move apps out of its sight."""
+        return self.list()
+
     def exists(self, app_id: str) -> bool:
         """True if the app was submitted and the scheduler still knows it."""
         return self.describe(app_id) is not None
@@ -327,6 +347,52 @@ def aware(moment: Optional[datetime]) -> Optional[datetime]:
     return moment.astimezone()
 
 
+def labels_of(app: AppDef) -> Dict[str, str]:
+    """The labels a scheduler stores for ``app``: its metadata, keys and values as text."""
+    return {str(key): str(value) for key, value in app.metadata.items()}
+
+
+def labels_json(labels: Mapping[str, str]) -> str:
+    """Labels as compact JSON, keys sorted: for a backend that keeps them in one free-text field (an annotation,
+    a container label)."""
+    import json
+
+    return json.dumps(dict(sorted(labels.items())), separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_labels_json(text: Optional[str]) -> Dict[str, str]:
+    """The labels :func:`labels_json` wrote; {} for anything else (a hand-edited field is no error)."""
+    import json
+
+    try:
+        data = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def encode_labels(labels: Mapping[str, str]) -> str:
+    """Labels as one word of ``[A-Za-z0-9_-]`` (base64url of their JSON): for a backend that keeps them in free
+    text that other tools split on spaces or ``=`` (Slurm's job comment); "" for no labels."""
+    import base64
+
+    if not labels:
+        return ""
+    return base64.urlsafe_b64encode(labels_json(labels).encode()).decode().rstrip("=")
+
+
+def decode_labels(word: str) -> Dict[str, str]:
+    """The labels :func:`encode_labels` wrote; {} for anything else."""
+    import base64
+    import binascii
+
+    try:
+        text = base64.urlsafe_b64decode(word + "=" * (-len(word) % 4)).decode()
+    except (ValueError, binascii.Error):
+        return {}
+    return parse_labels_json(text)
+
+
 def filter_regex(regex: str, data: Iterable[str]) -> Iterable[str]:
     """The items of ``data`` in which ``regex`` matches anywhere (``re.search``), lazily."""
     pattern = re.compile(regex)
@@ -356,6 +422,11 @@ __all__ = [
     "Stream",
     "aware",
     "check_replica",
+    "decode_labels",
+    "encode_labels",
     "filter_regex",
+    "labels_json",
+    "labels_of",
+    "parse_labels_json",
     "split_lines",
 ]

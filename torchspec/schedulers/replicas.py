@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Dict
+from typing import TYPE_CHECKING, Dict
+
+from torchspec.errors import AppRefusedError
+
+if TYPE_CHECKING:
+    from torchspec.specs import AppDef
 
 #: Environment variables every replica gets (besides its role's env).
 ENV_APP_ID = "TORCHSPEC_APP_ID"
@@ -72,12 +77,23 @@ def env_line(key: str, value: str) -> str:
     return f"{key}=$'{escaped}'"
 
 
+def check_role_names(app: "AppDef") -> None:
+    """Refuse an app without roles, or with two roles of one name (a role's name names its replicas)."""
+    if not app.roles:
+        raise AppRefusedError(f"app {app.name!r} has no roles")
+    names = [r.name for r in app.roles]
+    for name in names:
+        if names.count(name) > 1:
+            raise AppRefusedError(f"app {app.name!r} has two roles named {name!r}")
+
+
 __all__ = [
     "ENV_APP_ID",
     "ENV_NUM_REPLICAS",
     "ENV_RANK0_HOST",
     "ENV_REPLICA_ID",
     "ENV_ROLE_NAME",
+    "check_role_names",
     "dns_label",
     "env_line",
     "make_app_id",

@@ -20,6 +20,11 @@ AppHandle = str
 # ("local:///app") but must be present as a path segment.
 _APP_HANDLE_RE: Pattern[str] = re.compile(r"(?P<scheduler_backend>.+)://(?P<session_name>.*)/(?P<app_id>.+)")
 
+# What no backend can take in a name, and a file system would read as a path: control characters
+# (NUL ends a C string), and app ids that are the folder itself or its parent.
+_CONTROL_RE: Pattern[str] = re.compile(r"[\x00-\x1f\x7f]")
+_DOT_IDS = frozenset({".", ".."})
+
 
 #: How to write a handle, for every error about one.
 HANDLE_HINT = "an app handle looks like local://SESSION/APP_ID, as printed by `torchspec submit`"
@@ -84,10 +89,12 @@ def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:
     """Split a handle into its parts; an empty session (``"k8s:///foo"``) gives ``""``.
 
     Raises :class:`MalformedAppHandleException` when the scheduler, the
-    ``/`` before the app id, or the app id itself is missing.
+    ``/`` before the app id, or the app id itself is missing, when the
+    handle holds a control character (NUL, a newline), or when the app id is
+    ``.`` or ``..``.
     """
     match = _APP_HANDLE_RE.match(app_handle)
-    if match is None:
+    if match is None or _CONTROL_RE.search(app_handle) or match["app_id"] in _DOT_IDS:
         raise MalformedAppHandleException(app_handle)
     return ParsedAppHandle(match["scheduler_backend"], match["session_name"], match["app_id"])
 

@@ -6,7 +6,7 @@ import itertools
 from datetime import datetime
 from typing import Any, Dict, Iterable, List, Optional
 
-from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex
+from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, filter_regex, labels_of
 from torchspec.specs import AppDef, AppDryRunInfo, AppState, CfgVal, Role, runopts
 from torchspec_memory import options
 from torchspec_memory.states import BACKEND
@@ -14,12 +14,15 @@ from torchspec_memory.translate import MemoryRequest
 
 
 class MemoryScheduler(Scheduler[Dict[str, CfgVal]]):
+    keeps_labels = True  # the app's metadata, kept with it and given back by list and describe
+
     def __init__(self, session_name: str, **params: Any) -> None:
         super().__init__(BACKEND, session_name)
         self.params = params
         self.apps: Dict[str, Dict[str, List[Role]]] = {}
         self.cfgs: Dict[str, Dict[str, CfgVal]] = {}
         self.states: Dict[str, AppState] = {}
+        self.labels: Dict[str, Dict[str, str]] = {}
         self.cancelled: List[str] = []
         self.closed = 0
         self._ids = itertools.count(1)
@@ -37,6 +40,7 @@ class MemoryScheduler(Scheduler[Dict[str, CfgVal]]):
         self.apps[app_id] = request.replicas(app_id)
         self.cfgs[app_id] = request.cfg
         self.states[app_id] = AppState.RUNNING
+        self.labels[app_id] = labels_of(request.app)
         return app_id
 
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
@@ -44,10 +48,11 @@ class MemoryScheduler(Scheduler[Dict[str, CfgVal]]):
             return None
         roles = [replicas[0] for replicas in self.apps[app_id].values()]
         return DescribeAppResponse(app_id=app_id, state=self.states[app_id], roles=roles,
-                                   ui_url=f"memory://ui/{app_id}")
+                                   ui_url=f"memory://ui/{app_id}", labels=self.labels[app_id])
 
     def list(self) -> List[ListAppResponse]:
-        return [ListAppResponse(app_id=app_id, state=self.states[app_id]) for app_id in self.apps]
+        return [ListAppResponse(app_id=app_id, state=self.states[app_id], labels=self.labels[app_id])
+                for app_id in self.apps]
 
     def _cancel_existing(self, app_id: str) -> None:
         self.cancelled.append(app_id)

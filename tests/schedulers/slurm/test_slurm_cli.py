@@ -107,14 +107,15 @@ def test_cli_values_cannot_add_lines_to_the_script(tmp_path) -> None:
 
 
 def test_cli_app_ids_that_are_not_job_ids_are_unknown(tmp_path) -> None:
-    """``delete slurm://s/..`` once removed TORCHSPEC_HOME; now every command calls such an id unknown."""
+    """``delete slurm://s/..`` once removed TORCHSPEC_HOME; now every command refuses such an id (exit 2)."""
     home = tmp_path / "home"
     (home / "slurm" / "7").mkdir(parents=True)
     (home / "keep").write_text("x")
     for app_id in ("..", ".", "7%2F..", "..%2F.."):
         for command in ("status", "describe", "delete", "cancel"):
             r = cli(tmp_path, command, f"slurm://s/{app_id}")
-            assert r.returncode == 2 and "unknown app" in r.stderr, (command, app_id, r.stdout, r.stderr)
+            why = "malformed app handle" if app_id in ("..", ".") else "unknown app"
+            assert r.returncode == 2 and why in r.stderr, (command, app_id, r.stdout, r.stderr)
         r = cli(tmp_path, "logs", f"slurm://s/{app_id}", "t/0")
         assert r.returncode == 2, r.stderr
     assert (home / "keep").exists() and (home / "slurm" / "7").is_dir()

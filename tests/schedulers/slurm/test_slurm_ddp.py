@@ -7,9 +7,9 @@ import os
 import pathlib
 import re
 import socket
-import time
 
 import pytest
+import slurm_support
 
 from torchspec import specs
 from torchspec.loader import load_app
@@ -39,13 +39,7 @@ def test_two_node_ddp_trains_through_slurm(slurm_jobs, tmp_path) -> None:
     job_id = sched.schedule(info)
     slurm_jobs.append(job_id)
     role = app.roles[0].name
-    deadline = time.monotonic() + 240
-    while True:
-        desc = sched.describe(job_id)
-        assert desc is not None
-        if specs.is_terminal(desc.state) or time.monotonic() > deadline:
-            break
-        time.sleep(1)
+    desc = slurm_support.wait_terminal(sched, job_id)
     # torchrun's c10d rendezvous may make either node global rank 0, the one that prints
     logs = "".join(sched.log_iter(job_id, role, 0)) + "".join(sched.log_iter(job_id, role, 1))
     assert desc.state == specs.AppState.SUCCEEDED, f"{desc.msg}\n{logs}"

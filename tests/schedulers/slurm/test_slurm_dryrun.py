@@ -190,3 +190,17 @@ def test_unanswering_controller_is_a_backend_error(img, tmp_path, monkeypatch) -
     monkeypatch.setenv("SLURM_CONF", str(conf))
     with pytest.raises(BackendError, match="controller does not answer|failed"):
         SlurmScheduler("t").list()
+
+
+def test_labels_go_into_the_comment_after_the_log_root_and_come_back(img) -> None:
+    from torchspec.schedulers.slurm.query import comment_labels, parse_squeue_list
+
+    app = specs.AppDef("a", [role(img)], metadata={"torchspec.dev/apply-id": "jobs/a b.yaml"})
+    text = script(app, comment="nightly run", log_dir="/logs")
+    comment = next(line for line in text.splitlines() if "--comment=" in line).split("--comment=", 1)[1].strip("'")
+    assert comment.startswith("torchspec:/logs labels:") and comment.endswith(" nightly run")
+    labels = {"torchspec.dev/apply-id": "jobs/a b.yaml"}
+    assert comment_labels(comment) == labels and view_from_scontrol({"Comment": comment}).labels == labels
+    assert parse_squeue_list(f"12|RUNNING|{comment}\n13|RUNNING|torchspec:/logs user words\n") == [
+        ("12", AS.RUNNING, labels), ("13", AS.RUNNING, {})]
+    assert comment_labels("labels:xyz") == {} and "labels:" not in script(specs.AppDef("b", [role(img)]))

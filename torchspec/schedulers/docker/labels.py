@@ -23,6 +23,8 @@ LABEL_KEEP = "torchspec.keep"
 LABEL_NETWORK = "torchspec.network"
 LABEL_SESSION = "torchspec.session"
 LABEL_VERSION = "torchspec.version"
+#: The app's labels (its AppDef.metadata) as JSON, on every container; absent when it has none.
+LABEL_METADATA = "torchspec.metadata"
 #: On networks and workspace images torchspec created.
 LABEL_WORKSPACE_BASE = "torchspec.workspace-base"
 

@@ -23,6 +23,7 @@ from torchspec.schedulers.api import (
     Stream,
     aware,
     check_replica,
+    parse_labels_json,
 )
 from torchspec.schedulers.docker.engine import docker_errors, ensure_image, in_parallel, read_app, reason, stop_container
 from torchspec.schedulers.docker.labels import (
@@ -31,6 +32,7 @@ from torchspec.schedulers.docker.labels import (
     DEFAULT_ENGINE,
     LABEL_APP_ID,
     LABEL_KEEP,
+    LABEL_METADATA,
     LABEL_NETWORK,
     LABEL_SESSION,
     LABEL_VERSION,
@@ -42,6 +44,7 @@ from torchspec.schedulers.docker.translate import DockerJob, app_to_job
 from torchspec.schedulers.docker.views import AppView, ContainerView, DockerReplicaStatus
 from torchspec.schedulers.docker.watcher import start_watcher, watcher_log
 from torchspec.schedulers.docker.workspace import build_workspace_image
+from torchspec.schedulers.images import check_container_image
 from torchspec.schedulers.replicas import dns_label, make_app_id
 from torchspec.specs import (
     NONE,
@@ -68,6 +71,8 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
     ``progress`` receives one line per step of a workspace build; the CLI
     points it at the terminal, the library default logs at INFO.
     """
+
+    keeps_labels = True  # as a container label
 
     def __init__(self, session_name: str, client: Optional["docker.DockerClient"] = None) -> None:
         super().__init__("docker", session_name)
@@ -182,6 +187,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
             roles_statuses=roles_statuses,
             roles=_submitted_roles(view),
             metadata=metadata,
+            labels=_app_labels(view),
         )
 
     def list(self) -> List[ListAppResponse]:
@@ -196,7 +202,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         for app_id in sorted(first_seen, key=lambda a: (first_seen[a], a)):
             view = read_app(client, app_id)
             if view.containers:
-                found.append(ListAppResponse(app_id=app_id, state=view.state))
+                found.append(ListAppResponse(app_id=app_id, state=view.state, labels=_app_labels(view)))
         return found
 
     def exists(self, app_id: str) -> bool:
@@ -324,9 +330,15 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         Files go to the image's working directory; ``.dockerignore`` in a
         project folder is honoured; symbolic links are copied as links.
         """
+        check_container_image(role, 0, "docker")  # the base image of the build: `FROM .` builds nothing
         ws = workspace if isinstance(workspace, Workspace) else Workspace.from_str(str(workspace))
         pull = str(cfg.get("pull") or "missing")
         role.image = build_workspace_image(self.client(), role.image, ws, pull, self.progress)
+
+
+def _app_labels(view: AppView) -> Dict[str, str]:
+    """The app's labels, from the label every container of it carries."""
+    return parse_labels_json(view.containers[0].labels.get(LABEL_METADATA)) if view.containers else {}
 
 
 def _replica_statuses(view: AppView, role_name: str, metadata: Dict[str, str]) -> List[ReplicaStatus]:

@@ -22,6 +22,7 @@ from torchspec.schedulers.docker.labels import (
     LABEL_APP_ID,
     LABEL_ATTEMPT,
     LABEL_KEEP,
+    LABEL_METADATA,
     LABEL_NETWORK,
     LABEL_NUM_REPLICAS,
     LABEL_REPLICA_ID,
@@ -32,7 +33,9 @@ from torchspec.schedulers.docker.labels import (
     LOCALHOST,
     META_WORKDIR,
 )
+from torchspec.schedulers.api import labels_json, labels_of
 from torchspec.schedulers.docker.options import pull_policy, stop_timeout
+from torchspec.schedulers.images import check_container_images
 from torchspec.schedulers.replicas import ENV_RANK0_HOST, dns_label, env_line, replica_env
 from torchspec.specs import AppDef, BindMount, CfgVal, DeviceMount, RetryPolicy, Role, VolumeMount, macros
 from torchspec.version import __version__
@@ -334,9 +337,11 @@ def role_to_containers(
     submitting shell (``copy_env``), the role's env, the ``env`` run option,
     then torchspec's own variables; ``PYTHONUNBUFFERED=1`` where nobody set it.
     """
+    from torchspec.redaction import for_describe
     from torchspec.specs.convert import dump_app
 
-    role_json = json.dumps(dump_app(AppDef(name=app_id, roles=[role]))["roles"][0], separators=(",", ":"))
+    kept = for_describe(dump_app(AppDef(name=app_id, roles=[role]))["roles"][0])  # secrets hidden
+    role_json = json.dumps(kept, separators=(",", ":"))
     binds, volumes, devices = _mounts(role, cwd)
     _check_network(role, network)
     # only user-defined networks resolve container names; on host and none every replica is "localhost"
@@ -404,12 +409,16 @@ def app_to_job(
     """The whole request for ``app`` under a resolved ``cfg``; talks to no engine."""
     _check_roles(app, app_id)
     pull = pull_policy(cfg)
+    check_container_images(app, "docker")
     network = str(cfg.get("network") or "")
     create_network = not network
     network = network or f"torchspec-{app_id}"
     containers = [
         c for role in app.roles for c in role_to_containers(role, app_id, session_name, network, cfg, cwd, environ)
     ]
+    labels = labels_of(app)
+    for container in containers if labels else []:
+        container.labels[LABEL_METADATA] = labels_json(labels)
     return DockerJob(
         app_id=app_id,
         session_name=session_name,

@@ -1,4 +1,4 @@
-"""The ``kubernetes`` scheduler: an app is a set of Kubernetes objects, in one of three flavors.
+"""The ``kubernetes`` scheduler: an app is a set of Kubernetes objects, in one of five flavors.
 
 A run option ``flavor`` picks what torchspec creates:
 
@@ -9,8 +9,12 @@ A run option ``flavor`` picks what torchspec creates:
               (needs the JobSet controller)
     volcano   one ``batch.volcano.sh/v1alpha1`` Job, a task per role, gang
               scheduled (needs Volcano)
+    pytorchjob  one ``kubeflow.org/v1`` PyTorchJob for one torchrun role: Master +
+              Workers, the Training Operator's rendezvous (needs the operator)
+    trainjob  one ``trainer.kubeflow.org/v1alpha1`` TrainJob on a
+              ClusterTrainingRuntime (needs Kubeflow Trainer)
 
-All three use the same pod template per role.  The replicas of a role share
+All of them start from the same pod template per role.  The replicas of a role share
 that template, so per-replica values cannot be written into it:
 ``${replica_id}`` becomes ``$(TORCHSPEC_REPLICA_ID)``, which Kubernetes itself
 expands in ``args`` and ``env`` from a variable the downward API fills with
@@ -23,12 +27,13 @@ labels and annotations, so ``status``, ``logs``, ``list``, ``describe`` and
 
     torchspec.dev/app-id      the app's name (also the prefix of every object name)
     torchspec.dev/role-name   the role's key (a DNS label made of its name), on pods
-    torchspec.dev/flavor      job, jobset or volcano, on the top-level objects
+    torchspec.dev/flavor      the flavor, on the top-level objects
     torchspec.dev/version     the torchspec that created the app
     torchspec.dev/role(s)     annotation: the role(s) as submitted, as JSON, for ``describe``
 
 App ids are ``NAMESPACE:NAME`` (as in TorchX), or ``CONTEXT:NAMESPACE:NAME`` for
-an app submitted with ``-c context=...``: a kubeconfig context is a client-side
+an app submitted with ``-c context=...``, with ``@FLAVOR`` after the name for
+every flavor but ``job`` (an id without one is searched for in every kind): a kubeconfig context is a client-side
 name the cluster knows nothing of, so the id has to carry it for ``status``,
 ``logs`` and ``cancel`` to reach the same cluster later (see ``names.AppRef``).
 ``${app_id}`` in a role's args and env, and ``TORCHSPEC_APP_ID``, are that
@@ -42,8 +47,10 @@ The package, lowest module first (each imports only those above it):
     states.py     label and annotation keys, env names, state maps
     names.py      Kubernetes' name rules, object names, the app id (AppRef)
     flavor.py     what a flavor is: the Flavor base class and its Build input
-    job.py, jobset.py, volcano.py
+    torchrun.py   reading a role's torchrun launch, taking its rendezvous options out
+    job.py, jobset.py, volcano.py, pytorchjob.py, trainjob.py
                   one module per flavor: what it creates, how to read it back
+                  (kubeflow.py: what the two Kubeflow flavors share)
     flavors.py    the table of flavors (adding one: a module and an entry here)
     options.py    the run options and the checks of their values
     validate.py   validation against Kubernetes' schemas and the bundled CRDs
@@ -53,7 +60,7 @@ The package, lowest module first (each imports only those above it):
     logs.py       reading and following a replica's log across its pods
     scheduler.py  the KubernetesScheduler: the lifecycle
     check.py      what lint --scheduler kubernetes checks: the manifests against the schemas (TS602)
-    crds/         the JobSet and Volcano Job CRDs, for validation
+    crds/         the CRDs of the custom flavors, for validation
 
 The ``kubernetes`` package is imported only inside functions that talk to a
 cluster, so rendering manifests never pays for it; importing this package

@@ -30,7 +30,7 @@ _PROBLEM = re.compile(r"^(?P<label>.+?) \((?P<version>[^()]*)\): (?P<path>[^:]*)
 #: labels it.
 _NESTED = re.compile(r" (?P<where>\w+)\[(?P<index>\d+)\] pod template$")
 #: Where each role's pod template sits in the custom object that holds it, by the list that holds them.
-_TEMPLATE_AT = {f.template_list: f.template_at for f in FLAVOR_TABLE.values() if f.template_list}
+_TEMPLATE_AT = {where: at for f in FLAVOR_TABLE.values() for where, at in f.template_paths.items()}
 #: jsonschema's message for an unknown field: the first field it names.
 _UNEXPECTED = re.compile(r"Additional properties are not allowed \('([^']+)'")
 _CRD_PATH = re.compile(r"^spec\.(?P<where>\w+)\.(?P<index>\d+)(?:\.(?P<rest>.*))?$")

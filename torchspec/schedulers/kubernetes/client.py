@@ -36,8 +36,8 @@ _POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 _HINTS = {
     401: "the cluster rejected the credentials: refresh them (e.g. log in again) or check the kubeconfig user",
     403: "ask a cluster admin for RBAC rights on these objects in this namespace, or use another namespace",
-    404: "check the namespace exists; for flavor jobset or volcano, that their CRDs are installed"
-         " (or use -c flavor=job)",
+    404: "check the namespace exists; for flavor jobset, volcano, pytorchjob or trainjob, that its CRD is"
+         " installed (or use -c flavor=job)",
     409: "an app of that name exists already (or changed meanwhile); submit again for a new id",
     422: "the cluster refused the manifest: run `torchspec dryrun -s kubernetes` and check the field named",
 }
@@ -244,9 +244,12 @@ class Cluster:
     # -- pods -------------------------------------------------------------------
 
     def pod_lines(self, namespace: str, pod: str, since: Optional[datetime], follow: bool,
-                  context: Optional[str]) -> Iterator[Tuple[Optional[datetime], str]]:
-        """``(time, line)`` of one pod's current container, read with the kubelet's timestamps."""
-        kwargs: Dict[str, Any] = {"timestamps": True, "follow": follow, "_preload_content": False}
+                  context: Optional[str], previous: bool = False) -> Iterator[Tuple[Optional[datetime], str]]:
+        """``(time, line)`` of one pod's current container (``previous``: the one before it, which the
+        kubelet keeps after restarting a container in place), read with the kubelet's timestamps."""
+        kwargs: Dict[str, Any] = {"timestamps": True, "follow": follow and not previous, "_preload_content": False}
+        if previous:
+            kwargs["previous"] = True
         if since is not None:
             kwargs["since_seconds"] = max(1, int(time.time() - since.timestamp()) + 1)
         try:

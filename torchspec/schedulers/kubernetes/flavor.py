@@ -14,11 +14,12 @@ from __future__ import annotations
 import abc
 import json
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from torchspec.errors import AppRefusedError
 from torchspec.schedulers.kubernetes.states import ANNOTATION_ROLES, ENV_JOB_COMPLETION_INDEX, JOB_INDEX_KEY, Obj
 from torchspec.schedulers.replicas import ENV_REPLICA_ID
-from torchspec.specs import AppDef, AppState, Role
+from torchspec.specs import AppDef, AppState, CfgVal, Role
 
 #: A Kubernetes minor version, e.g. (1, 29); None where the user did not name one.
 Version = Optional[Tuple[int, int]]
@@ -41,6 +42,30 @@ class Build:
     priority_class: Optional[str]
     namespace: Optional[str]
     labels: Dict[str, str] = field(default_factory=dict)
+    #: annotations of every top-level object (the app's own labels, as ANNOTATION_METADATA)
+    annotations: Dict[str, str] = field(default_factory=dict)
+    #: Kueue's labels (queue name, workload priority class) for the object Kueue admits; empty without a queue
+    kueue_labels: Dict[str, str] = field(default_factory=dict)
+    #: the resolved run options, for those only some flavors take (``runtime``, ``clean_pod_policy``...)
+    options: Mapping[str, CfgVal] = field(default_factory=dict)
+    #: the app as the flavor runs it (:meth:`Flavor.adapt`); the templates were made from its roles
+    run_app: Optional[AppDef] = None
+
+    @property
+    def suspend(self) -> bool:
+        """Whether the object is created suspended, for Kueue to admit (it is whenever it names a queue)."""
+        return bool(self.kueue_labels)
+
+    def top_object(self, flavor: "Flavor", spec: Obj) -> Obj:
+        """The flavor's one object holding the whole app: every role annotated, Kueue's labels on it."""
+        meta = self.meta(self.app_id, roles_annotation(self.app))
+        meta["labels"].update(self.kueue_labels)
+        return {"apiVersion": flavor.api_version, "kind": flavor.kind, "metadata": meta, "spec": spec}
+
+    def option(self, name: str) -> Any:
+        """A run option's value, None where not given."""
+        value = self.options.get(name)
+        return None if value is None or value == "" else value
 
     def meta(self, name: str, annotations: Optional[Dict[str, str]] = None) -> Obj:
         """The metadata of a top-level object: the namespace only when the run option names one (so a
@@ -49,16 +74,17 @@ class Build:
         if self.namespace:
             out["namespace"] = self.namespace
         out["labels"] = dict(self.labels)
-        if annotations is not None:
-            out["annotations"] = annotations
+        if annotations is not None or self.annotations:
+            out["annotations"] = {**self.annotations, **(annotations or {})}
         return out
 
 
 def role_json(role: Role) -> Obj:
     """The role as spec-file data, as ``describe`` rebuilds it."""
+    from torchspec.redaction import for_describe
     from torchspec.specs.convert import dump_app
 
-    return dump_app(AppDef(name="x", roles=[role]))["roles"][0]
+    return for_describe(dump_app(AppDef(name="x", roles=[role]))["roles"][0])
 
 
 def roles_annotation(app: AppDef) -> Dict[str, str]:
@@ -66,10 +92,52 @@ def roles_annotation(app: AppDef) -> Dict[str, str]:
     return {ANNOTATION_ROLES: json.dumps([role_json(r) for r in app.roles], separators=(",", ":"))}
 
 
+#: A place in the spec data (``("roles", 0, "port_map", "c10d")``), as lint positions a diagnostic.
+SpecPath = Tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One thing a flavor cannot carry, and where in the spec it is written."""
+
+    path: SpecPath
+    message: str
+
+
+def refuse(flavor: str, refusals: Sequence[Refusal], hint: str) -> None:
+    """Raise one :class:`AppRefusedError` naming every refusal (lint reports each at its place); nothing if none."""
+    if refusals:
+        raise AppRefusedError(f"flavor {flavor}: " + "; ".join(r.message for r in refusals),
+                              hint, problems=tuple((r.path, r.message) for r in refusals))
+
+
 def true_conditions(obj: Obj) -> Dict[str, Obj]:
     """The conditions of ``obj``'s status that hold, by type (``Complete``, ``Failed``, ``Suspended``...)."""
     return {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []
             if c.get("status") == "True"}
+
+
+def suspended_message(what: str, condition: Optional[Obj] = None) -> str:
+    """Why a suspended object does not run: it waits for a queue (Kueue) to admit it."""
+    why = (condition or {}).get("message") or ""
+    return f"{what} is suspended, waiting for a queue to admit it (e.g. Kueue)" + (f": {why}" if why else "")
+
+
+def operator_state(obj: Obj, what: str, succeeded: str, suspend: bool) -> Tuple[Optional[AppState], str]:
+    """What a Kubeflow operator decided, from the conditions it writes (Created, Running, Restarting,
+    Succeeded or Complete, Failed, Suspended); ``suspend`` is the object's own field, set before the
+    operator has said anything.  None where the pods decide (created, running)."""
+    conds = true_conditions(obj)
+    if "Failed" in conds:
+        failed = conds["Failed"]
+        return AppState.FAILED, f"{what} failed: {failed.get('message') or failed.get('reason') or ''}".strip()
+    if succeeded in conds:
+        return AppState.SUCCEEDED, ""
+    if "Suspended" in conds or suspend:
+        return AppState.PENDING, suspended_message(what, conds.get("Suspended"))
+    if "Restarting" in conds:
+        return AppState.RUNNING, f"{what} is restarting: {conds['Restarting'].get('message') or ''}".strip(" :")
+    return None, ""
 
 
 class Flavor(abc.ABC):
@@ -91,10 +159,13 @@ class Flavor(abc.ABC):
     subdomain: bool = False
     #: the pod scheduler the flavor needs, if not the default one
     scheduler_name: Optional[str] = None
-    #: for a custom object holding one pod template per role: the list under ``spec`` that holds them
-    #: (as :meth:`pod_templates` names them, ``replicatedJobs[i]``), and where role ``i``'s template sits
-    template_list: Optional[str] = None
-    template_at: str = ""
+    #: for a custom object holding pod templates: where each sits, by the name :meth:`pod_templates` gives it
+    #: (``replicatedJobs`` for ``replicatedJobs[i]``: ``{i}`` is the role's index), for lint to place problems
+    template_paths: Dict[str, str] = {}
+    #: run options that only some flavors take (see options.FLAVOR_OPTIONS) and this one does
+    takes: Tuple[str, ...] = ("ttl", "priority_class", "priority")
+    #: what the flavor does with each part of an app, for the README's table (see flavors.carry_table)
+    carries: Dict[str, str] = {}
 
     def index_env(self) -> List[Obj]:
         """The env entries that give a pod ``TORCHSPEC_REPLICA_ID``: by default, from the index the Job
@@ -135,3 +206,16 @@ class Flavor(abc.ABC):
     def companions(self, app_id: str) -> List[Obj]:
         """Objects of the app besides the top ones (enough of each to delete it): cancel deletes them first."""
         return []
+
+    def adapt(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDef:
+        """The app as this flavor runs it; an :class:`AppRefusedError` naming every part it cannot carry
+        (:func:`refuse`).  The pod templates are made from what it returns."""
+        return app
+
+    def notes(self, b: Build) -> List[str]:
+        """More lines for the dry run's header: what the flavor did with the app."""
+        return []
+
+    def pod_index(self, pod: Obj, top: List[Obj]) -> Optional[int]:
+        """The replica a pod of this flavor's controller runs, where the generic index keys do not say."""
+        return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import List, Optional, Tuple
 
-from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Version, role_json, true_conditions
+from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Version, role_json, suspended_message, true_conditions
 from torchspec.schedulers.kubernetes.states import (
     ANNOTATION_ROLE,
     ANNOTATION_ROLE_INDEX,
@@ -70,7 +70,7 @@ def _job_state(job: Obj) -> Tuple[Optional[AppState], str]:
     if "Complete" in conds:
         return AppState.SUCCEEDED, ""
     if "Suspended" in conds or (job.get("spec") or {}).get("suspend"):
-        return None, f"job {job['metadata']['name']} is suspended (waiting for a queue, e.g. Kueue)"
+        return AppState.PENDING, suspended_message(f"job {job['metadata']['name']}", conds.get("Suspended"))
     return None, ""
 
 
@@ -82,6 +82,12 @@ class JobFlavor(Flavor):
     plural = "jobs"
     custom = False
     subdomain = True  # with the Indexed Job's hostname {job}-{k}: {job}-{k}.{app_id}
+    carries = {
+        "needs": "nothing", "roles": "any number (a Job each)", "entrypoint": "any",
+        "elastic": "no: starts `num_replicas`", "retries": "backoffLimit(PerIndex) per Job",
+        "ports": "yes", "mounts": "yes", "pod_patch": "yes", "replica_id": "yes",
+        "queue": "Kueue, each Job on its own (suspended)",
+    }
 
     def build(self, b: Build) -> List[Obj]:
         objects = [_service(b)]
@@ -90,10 +96,17 @@ class JobFlavor(Flavor):
             annotations = {ANNOTATION_ROLE: json.dumps(role_json(role), separators=(",", ":")),
                            ANNOTATION_ROLE_INDEX: str(index)}
             meta = b.meta(f"{b.app_id}-{key}", annotations)
-            meta["labels"][LABEL_ROLE_NAME] = key
+            meta["labels"].update({LABEL_ROLE_NAME: key, **b.kueue_labels})  # Kueue admits each Job
+            spec = job_spec(role, b.templates[role.name], b.k8s_version, b.ttl)
             objects.append({"apiVersion": self.api_version, "kind": self.kind, "metadata": meta,
-                            "spec": job_spec(role, b.templates[role.name], b.k8s_version, b.ttl)})
+                            "spec": {"suspend": True, **spec} if b.suspend else spec})
         return objects
+
+    def notes(self, b: Build) -> List[str]:
+        if b.suspend and len(b.app.roles) > 1:
+            return ["Kueue admits each role's Job on its own, not the app as a whole: use flavor=jobset (or"
+                    " pytorchjob, trainjob) to have it admitted all at once"]
+        return []
 
     def retry_how(self, role: Role, k8s_version: Version) -> str:
         retry, n = RetryPolicy(role.retry_policy), role.max_retries
@@ -104,14 +117,16 @@ class JobFlavor(Flavor):
         return f"backoffLimit={n} (a failed pod is replaced alone; use flavor=jobset to restart all)"
 
     def controller_state(self, top: List[Obj]) -> Tuple[Optional[AppState], str]:
-        """Failed as soon as one role's Job failed; succeeded once every Job completed."""
+        """Failed as soon as one role's Job failed; succeeded once every Job completed; pending while
+        one waits suspended (for Kueue to admit it)."""
         decided = [_job_state(job) for job in top]
         states = [state for state, _ in decided]
         if AppState.FAILED in states:
             return AppState.FAILED, next(message for state, message in decided if message)
         if states and all(s == AppState.SUCCEEDED for s in states):
             return AppState.SUCCEEDED, ""
-        return None, "; ".join(message for _, message in decided if message)
+        message = "; ".join(message for _, message in decided if message)
+        return (AppState.PENDING if AppState.PENDING in states else None), message
 
     def roles_json(self, top: List[Obj]) -> List[Obj]:
         return [json.loads(j["metadata"]["annotations"][ANNOTATION_ROLE]) for j in top]

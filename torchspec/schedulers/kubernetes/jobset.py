@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Version, roles_annotation, true_conditions
+from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Version, suspended_message, true_conditions
 from torchspec.schedulers.kubernetes.job import job_spec
 from torchspec.schedulers.kubernetes.states import Obj
 from torchspec.specs import AppDef, AppState, RetryPolicy, Role
@@ -37,23 +37,29 @@ class JobSetFlavor(Flavor):
     api_version = "jobset.x-k8s.io/v1alpha2"
     kind = "JobSet"
     plural = "jobsets"
+    carries = {
+        "needs": "JobSet", "roles": "any number (a replicated Job each)", "entrypoint": "any",
+        "elastic": "no: starts `num_replicas`", "retries": "failurePolicy: the whole app restarts",
+        "ports": "yes", "mounts": "yes", "pod_patch": "yes", "replica_id": "yes",
+        "queue": "Kueue, the whole app (spec.suspend)",
+    }
 
     def replica_host(self, app_id: str, key: str, k: int) -> str:
         return f"{app_id}-{key}-0-{k}.{app_id}"  # {jobset}-{replicated job}-{job index}-{pod index}
 
     def build(self, b: Build) -> List[Obj]:
-        spec: Obj = {
+        spec: Obj = {"suspend": True} if b.suspend else {}
+        spec.update({
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
             "failurePolicy": _failure_policy(b.app, b.keys),
             "replicatedJobs": [{"name": b.keys[r.name], "replicas": 1,
                                 "template": {"spec": job_spec(r, b.templates[r.name], b.k8s_version, None,
                                                               in_jobset=True)}}
                                for r in b.app.roles],
-        }
+        })
         if b.ttl is not None:
             spec["ttlSecondsAfterFinished"] = b.ttl
-        return [{"apiVersion": self.api_version, "kind": self.kind,
-                 "metadata": b.meta(b.app_id, roles_annotation(b.app)), "spec": spec}]
+        return [b.top_object(self, spec)]
 
     def retry_how(self, role: Role, k8s_version: Version) -> str:
         retry, n = RetryPolicy(role.retry_policy), role.max_retries
@@ -68,15 +74,14 @@ class JobSetFlavor(Flavor):
             return AppState.FAILED, f"jobset failed: {conds['Failed'].get('message', '')}".strip()
         if "Completed" in conds:
             return AppState.SUCCEEDED, ""
-        if "Suspended" in conds:
-            return None, "jobset is suspended (waiting for a queue, e.g. Kueue)"
+        if "Suspended" in conds or (top[0].get("spec") or {}).get("suspend"):
+            return AppState.PENDING, suspended_message("jobset", conds.get("Suspended"))
         return None, ""
 
     def restarts(self, status: Obj) -> int:
         return int(status.get("restarts") or 0)
 
-    template_list = "replicatedJobs"
-    template_at = "spec.replicatedJobs[{i}].template.spec.template"
+    template_paths = {"replicatedJobs": "spec.replicatedJobs[{i}].template.spec.template"}
 
     def pod_templates(self, obj: Obj) -> List[Tuple[str, Obj]]:
         return [(f"replicatedJobs[{i}]", ((r.get("template") or {}).get("spec") or {}).get("template") or {})

@@ -2,7 +2,9 @@
 
 A replica may run in several pods over its life: the Job controller replaces
 a failed pod, JobSet and Volcano delete every pod when they restart the whole
-app.  :class:`ReplicaLog` reads them in order, with a ``--- torchspec:
+app; the Training Operator (``restartPolicy: OnFailure``) has the kubelet
+restart the container in the same pod, which keeps the previous container's
+log.  :class:`ReplicaLog` reads them in order, with a ``--- torchspec:
 restart N of replica ROLE/K ---`` line before each replacement, and with
 ``should_tail`` waits for the next pod until the replica can write no more.
 """
@@ -13,7 +15,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Iterator, List, Optional, Pattern, Set
+from typing import Callable, Dict, Iterator, List, Optional, Pattern, Set, Tuple
 
 from torchspec.schedulers.kubernetes.client import Cluster
 from torchspec.schedulers.kubernetes.status import AppView, PodView
@@ -48,6 +50,8 @@ class ReplicaLog:
     _seen: List[str] = field(default_factory=list)
     #: set once a line at or after ``until`` was read: nothing more is wanted
     _past_until: bool = False
+    #: pod uid -> its container restarts when its log was last read (restarts in place, see _in_place)
+    _instances: Dict[str, int] = field(default_factory=dict)
 
     def lines(self) -> Iterator[str]:
         """Every line wanted, pod after pod, a restart line before each replacement."""
@@ -58,6 +62,7 @@ class ReplicaLog:
                 if pod.uid in self._done:
                     continue
                 yield from self._restart_marker(number, pod)
+                yield from self._in_place(view, pod)
                 yield from self._read_pod(view, pod, latest=pod is attempts[-1])
                 if self._past_until:
                     return
@@ -69,10 +74,33 @@ class ReplicaLog:
         if pod.uid in self._seen:
             return
         self._seen.append(pod.uid)
-        restart = max(number, len(self._seen) - 1)
+        yield from self._marker(max(number, len(self._seen) - 1))
+
+    def _marker(self, restart: int) -> Iterator[str]:
         marker = f"--- torchspec: restart {restart} of replica {self.role_name}/{self.k} ---\n"
         if restart > 0 and (self.pattern is None or self.pattern.search(marker)):
             yield marker
+
+    def _in_place(self, view: AppView, pod: PodView) -> Iterator[str]:
+        """For a pod whose container restarted in place: the first time, the previous container's lines
+        (the kubelet keeps that one), then a restart line per restart since the pod was last read."""
+        seen = self._instances.get(pod.uid)
+        self._instances[pod.uid] = pod.restarts
+        if not pod.restarts or seen == pod.restarts:
+            return
+        if seen is None:
+            yield from self._wanted(self.cluster.pod_lines(view.namespace, pod.name, self.since, False,
+                                                           view.context, previous=True))
+        yield from self._marker(len(self._seen) - 1 + pod.restarts)
+
+    def _wanted(self, lines: Iterator[Tuple[Optional[datetime], str]]) -> Iterator[str]:
+        """The lines the filters let through, until ``until``."""
+        for when, text in lines:
+            if self.until is not None and when is not None and when >= self.until:
+                self._past_until = True
+                return
+            if self.pattern is None or self.pattern.search(text):
+                yield text
 
     def _read_pod(self, view: AppView, pod: PodView, latest: bool) -> Iterator[str]:
         """The pod's lines wanted; following it to its end when it is the latest pod and ``should_tail``."""
@@ -80,12 +108,9 @@ class ReplicaLog:
         if follow and not self._wait_started(pod):
             self._done.add(pod.uid)
             return
-        for when, text in self.cluster.pod_lines(view.namespace, pod.name, self.since, follow, view.context):
-            if self.until is not None and when is not None and when >= self.until:
-                self._past_until = True
-                return
-            if self.pattern is None or self.pattern.search(text):
-                yield text
+        yield from self._wanted(self.cluster.pod_lines(view.namespace, pod.name, self.since, follow, view.context))
+        if self._past_until:
+            return
         if not latest or not self.should_tail or self.cluster.pod_finished(view.namespace, pod.name, view.context):
             self._done.add(pod.uid)
 

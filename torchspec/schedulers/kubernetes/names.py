@@ -78,7 +78,12 @@ def port_name(name: str) -> Optional[str]:
 
 @dataclass(frozen=True)
 class AppRef:
-    """Where an app lives, as its app id says: ``[CONTEXT:]NAMESPACE:NAME``, or a bare ``NAME``.
+    """Where an app lives, as its app id says: ``[CONTEXT:]NAMESPACE:NAME[@FLAVOR]``, or a bare ``NAME[@FLAVOR]``.
+
+    ``flavor`` names the kind of the app's objects (``pytorchjob``...), so the
+    app is read from that kind alone; an id without one (the ``job`` flavor's,
+    and every id made before flavors were written into it) is searched for in
+    every kind, Jobs first.
 
     ``context`` is None for the scheduler's context (else the kubeconfig's
     current one), ``namespace`` None for that context's namespace.  The
@@ -92,9 +97,10 @@ class AppRef:
     name: str
     namespace: Optional[str] = None
     context: Optional[str] = None
+    flavor: Optional[str] = None
 
     def __str__(self) -> str:
-        parts = [self.name]
+        parts = [f"{self.name}@{self.flavor}" if self.flavor else self.name]
         if self.namespace is not None or self.context is not None:
             parts.insert(0, self.namespace or "")
         if self.context is not None:
@@ -120,6 +126,7 @@ class AppRef:
                 namespace = None  # CONTEXT::NAME: that context's namespace
             elif not is_dns_label(namespace):
                 return None
-        if not is_dns_label(name):
+        name, has_flavor, flavor = name.partition("@")
+        if not is_dns_label(name) or (has_flavor and not is_dns_label(flavor)):
             return None
-        return cls(name=name, namespace=namespace, context=context)
+        return cls(name=name, namespace=namespace, context=context, flavor=flavor or None)

@@ -19,8 +19,14 @@ from torchspec.schedulers.kubernetes.names import (
     is_label_value,
     is_quantity,
 )
-from torchspec.schedulers.kubernetes.states import DEFAULT_FLAVOR
+from torchspec.schedulers.kubernetes.states import DEFAULT_FLAVOR, DEFAULT_RUNTIME
 from torchspec.specs import CfgVal, runopts
+from torchspec.specs.runopts import get_type_name
+
+#: Run options that only some flavors take (each flavor lists its own in ``Flavor.takes``).
+FLAVOR_OPTIONS = ("ttl", "priority_class", "priority", "runtime", "clean_pod_policy", "active_deadline",
+                  "scheduling_queue")
+CLEAN_POD_POLICIES = ("None", "Running", "All")
 
 
 def _flavor_help() -> str:
@@ -36,8 +42,10 @@ def kubernetes_run_opts() -> runopts:
              help="namespace of the app (default: the kubeconfig context's, else default)")
     opts.add("context", type_=str, default=None, help="kubeconfig context to use (default: the current one)")
     opts.add("queue", type_=str, default=None,
-             help="queue: the Kueue LocalQueue (label kueue.x-k8s.io/queue-name) for job and jobset,"
-                  " the Volcano queue for volcano")
+             help="queue: the Kueue LocalQueue (label kueue.x-k8s.io/queue-name; the app is created suspended for"
+                  " Kueue to admit), the Volcano queue for volcano")
+    opts.add("priority", type_=str, default=None,
+             help="Kueue WorkloadPriorityClass of the app (label kueue.x-k8s.io/priority-class); needs queue")
     opts.add("service_account", type_=str, default=None, help="service account the pods run as")
     opts.add("image_pull_secrets", type_=List[str], default=None,
              help="names of Secrets holding registry credentials, e.g. regcred;other")
@@ -49,6 +57,15 @@ def kubernetes_run_opts() -> runopts:
                   " backoffLimit (shared by the role's replicas) instead of backoffLimitPerIndex")
     opts.add("shm_size", type_=str, default=None, help="size limit of the memory-backed /dev/shm, e.g. 2Gi")
     opts.add("privileged", type_=bool, default=False, help="run the containers privileged")
+    opts.add("runtime", type_=str, default=None,
+             help=f"trainjob: the ClusterTrainingRuntime the TrainJob refers to (default {DEFAULT_RUNTIME})")
+    opts.add("clean_pod_policy", type_=str, default=None,
+             help="pytorchjob: runPolicy.cleanPodPolicy, the pods deleted once the job ends: None, Running or All")
+    opts.add("active_deadline", type_=int, default=None,
+             help="pytorchjob, trainjob: seconds the app may run before it is failed (activeDeadlineSeconds)")
+    opts.add("scheduling_queue", type_=str, default=None,
+             help="pytorchjob: runPolicy.schedulingPolicy.queue, the gang scheduler's queue (Volcano,"
+                  " scheduler-plugins)")
     return opts
 
 
@@ -116,3 +133,39 @@ def check_run_options(cfg: Mapping[str, CfgVal]) -> None:
     if queue:
         _check_queue(queue, FLAVOR_TABLE[flavor].kueue)
     parse_version(str(cfg.get("k8s_version") or ""))
+    _check_flavor_options(cfg, flavor)
+
+
+def _check_flavor_options(cfg: Mapping[str, CfgVal], flavor: str) -> None:
+    """The options only some flavors take: given to one that does, and with values Kubernetes takes."""
+    for option in FLAVOR_OPTIONS:
+        if cfg.get(option) not in (None, "") and option not in FLAVOR_TABLE[flavor].takes:
+            takers = [f.name for f in FLAVOR_TABLE.values() if option in f.takes]
+            raise AppRefusedError(f"run option {option} does not apply to flavor {flavor}: it is for flavor"
+                                  f" {' and '.join(takers)}")
+    for option in ("priority", "runtime", "scheduling_queue"):
+        value = cfg.get(option)
+        if value and not (is_dns_subdomain(str(value)) and (option != "priority" or is_label_value(str(value)))):
+            raise AppRefusedError(f"run option {option}={value!r} is not a valid name ({DNS_SUBDOMAIN_RULE})")
+    if cfg.get("priority") and not cfg.get("queue"):
+        raise AppRefusedError("run option priority is Kueue's workload priority: it needs queue (the LocalQueue)")
+    policy = cfg.get("clean_pod_policy")
+    if policy and policy not in CLEAN_POD_POLICIES:
+        raise AppRefusedError(f"run option clean_pod_policy must be one of {', '.join(CLEAN_POD_POLICIES)},"
+                              f" not {policy!r}")
+    deadline = cfg.get("active_deadline")
+    if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, int) or deadline <= 0):
+        raise AppRefusedError(f"run option active_deadline={deadline!r} must be a number of seconds, 1 or more")
+
+
+def run_options_table() -> str:
+    """The run options as the README's markdown table (a test keeps them equal): each option's type, default,
+    the flavors that take it, and its help."""
+    lines = ["| option | type | default | flavors | what it does |", "| --- | --- | --- | --- | --- |"]
+    for name, opt in kubernetes_run_opts():
+        takers = [f.name for f in FLAVOR_TABLE.values() if name not in FLAVOR_OPTIONS or name in f.takes]
+        flavors = "all" if len(takers) == len(FLAVOR_TABLE) else ", ".join(takers)
+        default = "" if opt.default in (None, False) else f"`{opt.default}`"
+        kind = get_type_name(opt.opt_type).replace("typing.List", "list")
+        lines.append(f"| `{name}` | {kind} | {default} | {flavors} | {opt.help} |")
+    return "\n".join(lines)

@@ -9,6 +9,7 @@ its labels, so any shell that reaches the cluster can do all of it.
 from __future__ import annotations
 
 import copy
+import logging
 import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
@@ -32,17 +33,21 @@ from torchspec.schedulers.kubernetes.options import kubernetes_run_opts
 from torchspec.schedulers.kubernetes.states import (
     ANNOTATION_ROLE_INDEX,
     DEFAULT_FLAVOR,
+    KUEUE_WORKLOAD_API,
     LABEL_APP_ID,
     LABEL_FLAVOR,
+    LABEL_KUEUE_JOB_UID,
     Obj,
 )
-from torchspec.schedulers.kubernetes.status import AppView, describe_app, describe_obj, pod_view
+from torchspec.schedulers.kubernetes.status import AppView, admission_message, describe_app, describe_obj, pod_view
 from torchspec.schedulers.kubernetes.translate import KubernetesRequest, app_to_request
 from torchspec.schedulers.replicas import make_app_id
-from torchspec.specs import AppDef, AppDryRunInfo, CfgVal, runopts
+from torchspec.specs import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 
 if TYPE_CHECKING:
     import kubernetes
+
+logger: logging.Logger = logging.getLogger(__name__)
 
 #: The flavors whose apps are custom objects, searched for by name in table order.
 _CUSTOM_FLAVORS = [f for f in FLAVOR_TABLE.values() if f.custom]
@@ -57,6 +62,8 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
     the status, logs, list and cancel calls; ``submit`` takes them as run options.
     A context or namespace in an app id (:class:`AppRef`) wins over both.
     """
+
+    keeps_labels = True  # as an annotation of the app's objects
 
     def __init__(self, session_name: str, client: Optional["kubernetes.client.ApiClient"] = None,
                  kubeconfig: Optional[str] = None, context: Optional[str] = None,
@@ -123,7 +130,8 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
                                   self._cluster.where(context))
                 raise BackendError(error.message + undone, error.hint) from None
             created.append(body)
-        return str(AppRef(name=request.app_id, namespace=namespace, context=context))
+        return str(AppRef(name=request.app_id, namespace=namespace, context=context,
+                          flavor=None if request.flavor == DEFAULT_FLAVOR else request.flavor))
 
     # -- reading ------------------------------------------------------------
 
@@ -134,12 +142,22 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         if ref is None:
             return None
         context = ref.context or self._cluster.context
-        return AppRef(name=ref.name, namespace=ref.namespace or self.default_namespace(context), context=context)
+        return AppRef(name=ref.name, namespace=ref.namespace or self.default_namespace(context), context=context,
+                      flavor=ref.flavor)
 
-    def _find_top(self, name: str, namespace: str, context: Optional[str]) -> Tuple[str, List[Obj]]:
+    def _find_top(self, name: str, namespace: str, context: Optional[str],
+                  flavor: Optional[str] = None) -> Tuple[str, List[Obj]]:
         """The app's flavor and top-level objects: its Jobs (in role order), else the custom object of
-        that name that carries the app's label; no objects where there is no such app."""
+        that name that carries the app's label; no objects where there is no such app.  With the
+        ``flavor`` an app id names, only that kind is read."""
         where = f"reading app {name} in namespace {namespace}"
+        if flavor not in (None, JOB_FLAVOR.name):
+            custom = FLAVOR_TABLE.get(str(flavor))
+            found = None if custom is None else self._cluster.get_custom(custom.api_version, custom.plural, namespace,
+                                                                          name, where, context)
+            if found is not None and (found["metadata"].get("labels") or {}).get(LABEL_APP_ID) == name:
+                return str(flavor), [found]
+            return str(flavor) if custom is not None else DEFAULT_FLAVOR, []
         jobs = self._cluster.call(where, self._cluster.batch(context).list_namespaced_job, namespace,
                                   label_selector=f"{LABEL_APP_ID}={name},{LABEL_FLAVOR}={JOB_FLAVOR.name}",
                                   context=context)
@@ -163,15 +181,36 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         if ref is None:  # e.g. "default:x=y": no app can have that id; asking would be a selector error
             return AppView(app_id=app_id, namespace="", flavor=DEFAULT_FLAVOR, top=[], pods=[])
         name, namespace, context = ref.name, str(ref.namespace), ref.context
-        flavor, top = self._find_top(name, namespace, context)
+        flavor, top = self._find_top(name, namespace, context, ref.flavor)
         if not top:
             return AppView(app_id=name, namespace=namespace, flavor=flavor, top=[], pods=[], context=context)
         pods = self._cluster.call(f"reading app {name} in namespace {namespace}",
                                   self._cluster.core(context).list_namespaced_pod, namespace,
                                   label_selector=f"{LABEL_APP_ID}={name}", context=context)
-        views = [pod_view(self._cluster.as_json(p, context)) for p in pods.items]
-        return AppView(app_id=name, namespace=namespace, flavor=flavor, top=top, pods=[v for v in views if v],
+        impl = FLAVOR_TABLE[flavor]
+        views = [pod_view(pod, impl.pod_index(pod, top))
+                 for pod in (self._cluster.as_json(p, context) for p in pods.items)]
+        view = AppView(app_id=name, namespace=namespace, flavor=flavor, top=top, pods=[v for v in views if v],
                        context=context)
+        if view.queue and view.controller_state[0] == AppState.PENDING:
+            view.admission = self._admission(view)
+        return view
+
+    def _admission(self, view: AppView) -> str:
+        """Why Kueue has not admitted the app yet, from the Workloads it made for the app's objects; ``""``
+        where it cannot be read (Kueue not installed, no rights to read Workloads)."""
+        api_version, plural = KUEUE_WORKLOAD_API
+        group, version = api_version.split("/")
+        workloads: List[Obj] = []
+        for obj in view.top:
+            try:
+                workloads += self._cluster.custom(view.context).list_namespaced_custom_object(
+                    group, version, view.namespace, plural,
+                    label_selector=f"{LABEL_KUEUE_JOB_UID}={obj['metadata'].get('uid', '')}")["items"]
+            except Exception as e:  # noqa: BLE001 - best effort: the state is known without it
+                logger.debug("cannot read Kueue workloads of %s: %s", view.app_id, e)
+                return ""
+        return admission_message(workloads)
 
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         view = self.read_app(app_id)
@@ -179,16 +218,16 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
             return None
         return describe_app(view, app_id)
 
-    def _created_by_name(self, namespace: str, context: Optional[str]) -> Dict[str, str]:
-        """Every torchspec app in ``namespace``: its name -> when its first object was created."""
+    def _created_by_name(self, namespace: str, context: Optional[str]) -> Dict[str, Tuple[str, str]]:
+        """Every torchspec app in ``namespace``: its name -> (when its first object was created, its flavor)."""
         where = f"listing apps in namespace {namespace}"
-        found: Dict[str, str] = {}
+        found: Dict[str, Tuple[str, str]] = {}
         jobs = self._cluster.call(where, self._cluster.batch(context).list_namespaced_job, namespace,
                                   label_selector=f"{LABEL_APP_ID},{LABEL_FLAVOR}={JOB_FLAVOR.name}", context=context)
         for job in jobs.items:
             name = job.metadata.labels[LABEL_APP_ID]
             stamp = job.metadata.creation_timestamp.isoformat() if job.metadata.creation_timestamp else ""
-            found[name] = min(found.get(name, stamp), stamp)
+            found[name] = (min(found[name][0], stamp) if name in found else stamp, JOB_FLAVOR.name)
         for custom in _CUSTOM_FLAVORS:
             group, version = custom.api_version.split("/")
             try:
@@ -199,9 +238,8 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
                     continue  # that CRD is not installed: no such apps
                 raise api_error(e, where, self._cluster.where(context)) from None
             for item in items:
-                name = item["metadata"]["labels"][LABEL_APP_ID]
-                found[name] = min(found.get(name, ""), item["metadata"].get("creationTimestamp", "")) or \
-                    item["metadata"].get("creationTimestamp", "")
+                found.setdefault(item["metadata"]["labels"][LABEL_APP_ID],
+                                 (item["metadata"].get("creationTimestamp", ""), custom.name))
         return found
 
     def list(self) -> List[ListAppResponse]:
@@ -211,13 +249,23 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         through, so the ids name the scheduler's context if it has one, else none.
         """
         context = self._cluster.context
-        namespace = self.default_namespace(context)
+        return self._list(self.default_namespace(context), context)
+
+    def list_where(self, cfg: Mapping[str, Any]) -> List[ListAppResponse]:
+        """The apps in the namespace (and through the context) the run options ``namespace``/``context`` name."""
+        context = str(cfg["context"]) if cfg.get("context") else self._cluster.context
+        namespace = str(cfg["namespace"]) if cfg.get("namespace") else self.default_namespace(context)
+        return self._list(namespace, context)
+
+    def _list(self, namespace: str, context: Optional[str]) -> List[ListAppResponse]:
         found = self._created_by_name(namespace, context)
         out = []
-        for name in sorted(found, key=lambda n: (found[n], n)):
-            view = self.read_app(str(AppRef(name=name, namespace=namespace, context=context)))
+        for name in sorted(found, key=lambda n: (found[n][0], n)):
+            flavor = found[name][1]
+            view = self.read_app(str(AppRef(name=name, namespace=namespace, context=context,
+                                            flavor=None if flavor == DEFAULT_FLAVOR else flavor)))
             if view.exists:
-                out.append(ListAppResponse(app_id=view.full_id, state=view.state))
+                out.append(ListAppResponse(app_id=view.full_id, state=view.state, labels=view.labels))
         return out
 
     def exists(self, app_id: str) -> bool:

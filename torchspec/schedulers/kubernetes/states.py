@@ -25,8 +25,16 @@ ANNOTATION_ROLE = "torchspec.dev/role"
 ANNOTATION_ROLE_INDEX = "torchspec.dev/role-index"
 #: Annotation of a JobSet or Volcano Job: every role, in order, as a JSON list.
 ANNOTATION_ROLES = "torchspec.dev/roles"
+#: Annotation of every object of an app with labels: its labels (its AppDef.metadata) as JSON.
+ANNOTATION_METADATA = "torchspec.dev/metadata"
 #: Kueue picks up workloads that carry this label (the LocalQueue's name).
 LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+#: The WorkloadPriorityClass Kueue gives the workload (run option ``priority``).
+LABEL_KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
+#: The label Kueue puts on each Workload: the uid of the job object it admits.
+LABEL_KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
+#: Kueue's Workload, which says why a suspended job is not admitted yet.
+KUEUE_WORKLOAD_API = ("kueue.x-k8s.io/v1beta1", "workloads")
 
 #: Where the Job controller writes a pod's index (annotation since 1.21, also a label since 1.28).
 JOB_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
@@ -43,6 +51,8 @@ NAMESPACE_REF = f"$({ENV_NAMESPACE})"
 
 #: The flavor an app gets without ``-c flavor=...``: plain Jobs work on any cluster.
 DEFAULT_FLAVOR = "job"
+#: The ClusterTrainingRuntime a TrainJob refers to without ``-c runtime=``.
+DEFAULT_RUNTIME = "torch-distributed"
 
 #: Role metadata key: a JSON merge patch (RFC 7386) applied to the role's pod template.
 META_POD_PATCH = "kubernetes.pod_patch"

@@ -14,12 +14,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from torchspec.schedulers.api import DescribeAppResponse, ReplicaRunStatus
+from torchspec.schedulers.api import DescribeAppResponse, ReplicaRunStatus, parse_labels_json
 from torchspec.schedulers.kubernetes.flavor import Flavor
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.names import AppRef, role_key
 from torchspec.schedulers.kubernetes.states import (
+    ANNOTATION_METADATA,
+    DEFAULT_FLAVOR,
     JOB_INDEX_KEY,
+    LABEL_KUEUE_QUEUE,
     LABEL_ROLE_NAME,
     LABEL_SESSION,
     POD_PHASES,
@@ -130,11 +133,12 @@ def _read_container_statuses(view: PodView, statuses: List[Obj]) -> None:
             view.message = (term.get("message") or "").strip()
 
 
-def pod_view(pod: Obj) -> Optional[PodView]:
-    """A :class:`PodView` from a pod's JSON; None for a pod without torchspec's labels or an index."""
+def pod_view(pod: Obj, index: Optional[int] = None) -> Optional[PodView]:
+    """A :class:`PodView` from a pod's JSON; None for a pod without torchspec's labels or an index.
+    ``index`` is the replica where the flavor knows it (:meth:`Flavor.pod_index`), else the pod's index keys say."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
-    index = _index_of(pod)
+    index = _index_of(pod) if index is None else index
     if LABEL_ROLE_NAME not in labels or index is None:
         return None
     status = pod.get("status") or {}
@@ -153,6 +157,22 @@ def pod_view(pod: Obj) -> Optional[PodView]:
     return view
 
 
+def admission_message(workloads: List[Obj]) -> str:
+    """Why Kueue has not admitted a job yet, from its Workloads' conditions; ``""`` once all are admitted."""
+    for workload in workloads:
+        conds = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
+        state = {kind: (conds.get(kind) or {}).get("status") for kind in ("Admitted", "Evicted", "QuotaReserved")}
+        if state["Admitted"] == "True":
+            continue
+        if state["Evicted"] == "True":
+            return f"evicted: {conds['Evicted'].get('message') or conds['Evicted'].get('reason') or ''}".strip(": ")
+        if state["QuotaReserved"] == "False" and conds["QuotaReserved"].get("message"):
+            return str(conds["QuotaReserved"]["message"])
+        return "quota reserved, waiting for admission checks" if state["QuotaReserved"] == "True" \
+            else "not admitted yet"
+    return ""
+
+
 @dataclass
 class AppView:
     """All objects and pods of one app, with each replica's current pod picked out."""
@@ -164,6 +184,8 @@ class AppView:
     pods: List[PodView]
     services: List[Obj] = field(default_factory=list)
     context: Optional[str] = None  # the kubeconfig context it was read through, if not the current one
+    #: why the queue has not admitted a suspended app yet (from Kueue's Workload), where it says
+    admission: str = ""
 
     @property
     def flavor_impl(self) -> Flavor:
@@ -176,8 +198,14 @@ class AppView:
 
     @property
     def full_id(self) -> str:
-        """The app id a handle carries: ``[CONTEXT:]NAMESPACE:NAME``."""
-        return str(AppRef(name=self.app_id, namespace=self.namespace, context=self.context))
+        """The app id a handle carries: ``[CONTEXT:]NAMESPACE:NAME[@FLAVOR]`` (no flavor for the default one)."""
+        return str(AppRef(name=self.app_id, namespace=self.namespace, context=self.context,
+                          flavor=None if self.flavor == DEFAULT_FLAVOR else self.flavor))
+
+    @property
+    def queue(self) -> str:
+        """The Kueue LocalQueue the app was submitted to, ``""`` if none."""
+        return str(((self.top[0]["metadata"].get("labels") or {}) if self.top else {}).get(LABEL_KUEUE_QUEUE, ""))
 
     @property
     def roles_json(self) -> List[Obj]:
@@ -186,6 +214,12 @@ class AppView:
             return self.flavor_impl.roles_json(self.top)
         except (KeyError, ValueError, TypeError, IndexError):
             return []
+
+    @property
+    def labels(self) -> Dict[str, str]:
+        """The app's own labels (its AppDef.metadata), from the annotation of its first object."""
+        annotations = (self.top[0]["metadata"].get("annotations") or {}) if self.top else {}
+        return parse_labels_json(annotations.get(ANNOTATION_METADATA))
 
     @property
     def role_names(self) -> List[Tuple[str, str, int]]:
@@ -239,6 +273,8 @@ class AppView:
         if decided == AppState.FAILED:
             failed = [t for t in troubles if "exited" in t or "failed" in t]
             return failed[0] if failed else message
+        if decided == AppState.PENDING and self.admission:
+            return f"{message}; Kueue: {self.admission}"
         if troubles:
             return troubles[0]
         return message
@@ -297,4 +333,5 @@ def describe_app(view: AppView, app_id: str) -> DescribeAppResponse:
         metadata={"namespace": view.namespace, "context": view.context or "", "flavor": view.flavor,
                   "session_name": labels.get(LABEL_SESSION, ""),
                   "objects": ", ".join(describe_obj(o) for o in view.top)},
+        labels=view.labels,
     )

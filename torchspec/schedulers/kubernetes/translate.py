@@ -19,18 +19,22 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from torchspec.errors import AppRefusedError
+from torchspec.schedulers.api import labels_json, labels_of
 from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Version
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.names import AppRef, is_label_value, is_qualified_name, label_value, port_name, \
     role_key
 from torchspec.schedulers.kubernetes.options import check_run_options, flavor_name, parse_version
 from torchspec.schedulers.kubernetes.states import (
+    ANNOTATION_METADATA,
     CAP_GPU_RESOURCE,
+    DEFAULT_FLAVOR,
     DEFAULT_GPU_RESOURCE,
     ENV_JOB_COMPLETION_INDEX,
     ENV_NAMESPACE,
     LABEL_APP_ID,
     LABEL_FLAVOR,
+    LABEL_KUEUE_PRIORITY,
     LABEL_KUEUE_QUEUE,
     LABEL_ROLE_NAME,
     LABEL_SESSION,
@@ -40,6 +44,7 @@ from torchspec.schedulers.kubernetes.states import (
     REPLICA_ID_REF,
     Obj,
 )
+from torchspec.schedulers.images import check_container_images
 from torchspec.schedulers.kubernetes.validate import pod_problem
 from torchspec.schedulers.replicas import ENV_APP_ID, ENV_NUM_REPLICAS, ENV_RANK0_HOST, ENV_REPLICA_ID, ENV_ROLE_NAME
 from torchspec.specs import AppDef, BindMount, CfgVal, DeviceMount, RetryPolicy, Role, VolumeMount, macros
@@ -79,11 +84,19 @@ class KubernetesRequest:
 
 _REPLICA_SENTINEL = "\x00torchspec-replica-id\x00"
 _NAMESPACE_SENTINEL = "\x00torchspec-namespace\x00"
+#: a ``$`` that Kubernetes' expansion would not pass through as it is
+_DOLLAR_KUBERNETES_READS = re.compile(r"\$(?=[$(])")
 
 
 def _escape_refs(text: str) -> str:
-    """Keep a ``$(...)`` the user wrote literal: Kubernetes would otherwise expand it from the env."""
-    return text.replace("$(", "$$(")
+    """Keep every ``$`` the user wrote literal in a command, args or env value.
+
+    Kubernetes expands ``$(NAME)`` from the env there, and reads ``$$`` as an
+    escaped ``$`` (a script ``a$$b.py`` would run as ``a$b.py``); any other
+    ``$`` passes through.  So a ``$`` before ``(`` or ``$`` is doubled, and only
+    those: ``${VAR}`` for the shell stays as it is.
+    """
+    return _DOLLAR_KUBERNETES_READS.sub("$$", text)
 
 
 def _substitute(value: str, values: macros.Values) -> str:
@@ -94,22 +107,23 @@ def _substitute(value: str, values: macros.Values) -> str:
         .replace(_NAMESPACE_SENTINEL, NAMESPACE_REF)
 
 
-def full_app_id(name: str, context: Optional[str]) -> str:
+def full_app_id(name: str, context: Optional[str], flavor: Optional[str] = None) -> str:
     """The app id ``schedule`` returns, as a pod's env and args get it (``${app_id}``, ``TORCHSPEC_APP_ID``):
-    ``[CONTEXT:]$(TORCHSPEC_NAMESPACE):NAME``, the namespace filled in by Kubernetes from the pod's own.
+    ``[CONTEXT:]$(TORCHSPEC_NAMESPACE):NAME[@FLAVOR]``, the namespace filled in by Kubernetes from the pod's own.
 
     The runner sets ``TORCHSPEC_JOB_ID`` to ``kubernetes://SESSION/${app_id}``, so this is what makes
     that variable the handle ``status`` and ``cancel`` take.  A context is known at dry run (it is a run
     option); the namespace may not be (a dry run may be applied with ``kubectl apply -n``), hence the
     reference rather than a value.
     """
-    return _escape_refs(_app_id_macro(name, context)).replace(_NAMESPACE_SENTINEL, NAMESPACE_REF)
+    return _escape_refs(_app_id_macro(name, context, flavor)).replace(_NAMESPACE_SENTINEL, NAMESPACE_REF)
 
 
-def _app_id_macro(name: str, context: Optional[str]) -> str:
+def _app_id_macro(name: str, context: Optional[str], flavor: Optional[str] = None) -> str:
     """What ``${app_id}`` is substituted with before :func:`_substitute` escapes the result and turns
-    the namespace's sentinel into a reference."""
-    return str(AppRef(name=name, namespace=_NAMESPACE_SENTINEL, context=context))
+    the namespace's sentinel into a reference.  The flavor is in the id unless it is the default one."""
+    return str(AppRef(name=name, namespace=_NAMESPACE_SENTINEL, context=context,
+                      flavor=None if flavor in (None, DEFAULT_FLAVOR) else flavor))
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -253,18 +267,25 @@ def app_labels(app_id: str, flavor: str, session_name: str) -> Dict[str, str]:
             LABEL_VERSION: label_value(__version__)}
 
 
+def metadata_annotation(app: AppDef) -> Dict[str, str]:
+    """The app's labels (its metadata) as the annotation ``list`` and ``describe`` read back; none without."""
+    labels = labels_of(app)
+    return {ANNOTATION_METADATA: labels_json(labels)} if labels else {}
+
+
 def _container(role: Role, key: str, app_id: str, flavor: Flavor, cfg: Mapping[str, CfgVal], entrypoint: str,
                volume_mounts: List[Obj], privileged: bool) -> Obj:
     """The role's one container; ``entrypoint`` has its macros filled in already."""
     context = str(cfg["context"]) if cfg.get("context") else None
-    values = macros.Values(img_root="", app_id=_app_id_macro(app_id, context),
+    values = macros.Values(img_root="", app_id=_app_id_macro(app_id, context, flavor.name),
                            replica_id=_REPLICA_SENTINEL, rank0_env=ENV_RANK0_HOST)
     container: Obj = {
         "name": key,
         "image": role.image,
         "command": [_escape_refs(entrypoint)],
         "args": [_substitute(arg, values) for arg in role.args],
-        "env": _env(role, full_app_id(app_id, context), flavor, flavor.replica_host(app_id, key, 0), values),
+        "env": _env(role, full_app_id(app_id, context, flavor.name), flavor, flavor.replica_host(app_id, key, 0),
+                    values),
         "resources": _resources(role),
         "volumeMounts": volume_mounts,
     }
@@ -389,27 +410,36 @@ def _role_keys(app: AppDef, app_id: str) -> Dict[str, str]:
     return keys
 
 
+def _kueue_labels(cfg: Mapping[str, CfgVal]) -> Dict[str, str]:
+    """The labels Kueue reads on the object it admits: the LocalQueue, and the workload's priority class."""
+    labels = {LABEL_KUEUE_QUEUE: str(cfg["queue"])}
+    if cfg.get("priority"):
+        labels[LABEL_KUEUE_PRIORITY] = str(cfg["priority"])
+    return labels
+
+
 def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, session_name: str) -> KubernetesRequest:
     """The whole request for ``app`` under a resolved ``cfg``; talks to no cluster."""
     if not app.roles:
         raise AppRefusedError(f"app {app.name!r} has no roles")
     check_run_options(cfg)
     flavor = FLAVOR_TABLE[flavor_name(cfg)]
+    run_app = flavor.adapt(app, cfg)  # first: every field the flavor cannot carry, at once
+    check_container_images(app, "kubernetes")
     k8s_version = parse_version(str(cfg.get("k8s_version") or ""))
     ttl = cfg.get("ttl")
     namespace = str(cfg["namespace"]) if cfg.get("namespace") else None
     queue = str(cfg["queue"]) if cfg.get("queue") else None
     keys = _role_keys(app, app_id)
-    labels = app_labels(app_id, flavor.name, session_name)
-    if queue and flavor.kueue:
-        labels[LABEL_KUEUE_QUEUE] = queue
     build = Build(app=app, app_id=app_id, keys=keys,
                   templates={role.name: pod_template(role, app_id, flavor.name, cfg, session_name)
-                             for role in app.roles},
+                             for role in run_app.roles},
                   k8s_version=k8s_version, ttl=int(ttl) if ttl is not None else None,  # type: ignore[arg-type]
                   queue=queue, priority_class=str(cfg["priority_class"]) if cfg.get("priority_class") else None,
-                  namespace=namespace, labels=labels)
-    notes = retry_notes(app, flavor.name, k8s_version)
+                  namespace=namespace, labels=app_labels(app_id, flavor.name, session_name),
+                  annotations=metadata_annotation(app),
+                  kueue_labels=_kueue_labels(cfg) if queue and flavor.kueue else {}, options=cfg, run_app=run_app)
+    notes = retry_notes(app, flavor.name, k8s_version) + flavor.notes(build)
     notes.append(f"${{rank0_env}} names {ENV_RANK0_HOST}: "
                  + ", ".join(f"{r.name} -> {flavor.replica_host(app_id, keys[r.name], 0)}" for r in app.roles))
     return KubernetesRequest(app_id=app_id, namespace=namespace, flavor=flavor.name, objects=flavor.build(build),

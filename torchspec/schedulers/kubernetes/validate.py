@@ -16,10 +16,11 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from torchspec.schedulers.kubernetes.flavors import flavor_of_kind
 from torchspec.schedulers.kubernetes.states import Obj
 
-#: The JobSet and Volcano Job CRDs that ship with torchspec (see crds/README.md), for ``validate_manifests``.
+#: The CRDs of the custom flavors that ship with torchspec (see crds/README.md), for ``validate_manifests``.
 BUNDLED_CRDS: Tuple[str, ...] = tuple(
     sorted(os.path.join(os.path.dirname(__file__), "crds", name)
-           for name in ("batch.volcano.sh_jobs.yaml", "jobset.x-k8s.io_jobsets.yaml"))
+           for name in ("batch.volcano.sh_jobs.yaml", "jobset.x-k8s.io_jobsets.yaml", "kubeflow.org_pytorchjobs.yaml",
+                        "trainer.kubeflow.org_trainjobs.yaml"))
 )
 
 
@@ -97,7 +98,7 @@ def load_crds(paths: Iterable[str]) -> Dict[Tuple[str, str], Obj]:
 
 
 def _pod_templates(obj: Obj) -> List[Tuple[str, Obj]]:
-    """(where, pod template) of every pod template inside a flavor's custom object (a JobSet, a Volcano Job)."""
+    """(where, pod template) of every pod template inside a flavor's custom object (a JobSet, a PyTorchJob...)."""
     flavor = flavor_of_kind(str(obj.get("apiVersion")), str(obj.get("kind")))
     return flavor.pod_templates(obj) if flavor is not None else []
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Version, roles_annotation
+from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Version
 from torchspec.schedulers.kubernetes.states import VOLCANO_INDEX_KEY, VOLCANO_STATES, Obj
 from torchspec.schedulers.replicas import ENV_REPLICA_ID
 from torchspec.specs import AppState, RetryPolicy, Role
@@ -52,6 +52,13 @@ class VolcanoFlavor(Flavor):
     kind = "Job"
     plural = "jobs"
     kueue = False  # the queue run option is the Volcano queue
+    takes = ("ttl", "priority_class")  # Kueue does not manage Volcano Jobs: no Kueue priority
+    carries = {
+        "needs": "Volcano", "roles": "any number (a task each)", "entrypoint": "any",
+        "elastic": "no: gang of `num_replicas`", "retries": "policies: RestartJob, RestartTask, RestartPod",
+        "ports": "yes", "mounts": "yes", "pod_patch": "yes", "replica_id": "yes",
+        "queue": "the Volcano queue (spec.queue)",
+    }
     scheduler_name = "volcano"
 
     def index_env(self) -> List[Obj]:
@@ -71,8 +78,7 @@ class VolcanoFlavor(Flavor):
         if b.ttl is not None:
             spec["ttlSecondsAfterFinished"] = b.ttl
         spec["tasks"] = tasks
-        return [{"apiVersion": self.api_version, "kind": self.kind,
-                 "metadata": b.meta(b.app_id, roles_annotation(b.app)), "spec": spec}]
+        return [b.top_object(self, spec)]
 
     def retry_how(self, role: Role, k8s_version: Version) -> str:
         retry, n = RetryPolicy(role.retry_policy), role.max_retries
@@ -91,8 +97,7 @@ class VolcanoFlavor(Flavor):
     def restarts(self, status: Obj) -> int:
         return int(status.get("retryCount") or 0)
 
-    template_list = "tasks"
-    template_at = "spec.tasks[{i}].template"
+    template_paths = {"tasks": "spec.tasks[{i}].template"}
 
     def pod_templates(self, obj: Obj) -> List[Tuple[str, Obj]]:
         tasks = (obj.get("spec") or {}).get("tasks") or []

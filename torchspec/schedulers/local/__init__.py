@@ -24,9 +24,10 @@ The package, lowest module first (each imports only those above it):
 - ``states.py``: state names and their AppState, file names, env names, timings
 - ``options.py``: the run options and how a cfg is read
 - ``translate.py``: the request dataclasses (what a dry run prints) and AppDef -> request
-- ``processes.py``: is a pid alive, stopping process groups nobody supervises
+- ``processes.py``: is a pid alive, stopping process groups nobody supervises, strays outside them
 - ``state.py``: the app folder's file format: atomic ``state.json``, its locks, the state edits
 - ``logs.py``: the stored log line format and when a followed log is over
+- ``guard.py``: the supervisor's parent, which stops the app if the supervisor is killed
 - ``supervisor.py``: the detached process that runs one app
 - ``scheduler.py``: the Scheduler class, which does the I/O
 

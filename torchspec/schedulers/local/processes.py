@@ -1,17 +1,38 @@
-"""Process groups on this machine: is a pid alive, and stopping groups nobody supervises any more.
+"""Processes on this machine: is a pid alive, stopping groups nobody supervises, and stray descendants.
 
 Each replica runs in a process group of its own (a new session), so a replica
 and everything it spawned are signalled together.  The supervisor stops its
-own replicas; the scheduler uses :func:`kill_groups` only for the replicas of
-a supervisor that is gone.
+own replicas; the scheduler uses :func:`kill_orphans` only for the replicas
+of a supervisor that is gone.
+
+A process group does not hold a descendant that calls ``setsid`` (a daemon,
+``setsid cmd &``).  On Linux the supervisor and its guard are child
+subreapers (:func:`set_child_subreaper`), so such orphans become their
+children, whatever session they are in: :func:`kill_strays` kills them when
+the app ends, :func:`reap_strays` reaps those that exit on their own.  Where
+nobody is left to reap them, :func:`kill_orphans` finds them by the
+``TORCHSPEC_APP_ID`` in their environment.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sys
 import time
-from typing import List, Optional, Tuple
+from typing import Callable, Collection, Iterator, List, Optional, Tuple
+
+from torchspec.schedulers.replicas import ENV_APP_ID
+
+# prctl(2)
+_PR_SET_CHILD_SUBREAPER = 36
+
+# Rounds of kill_strays/kill_tagged: each round kills what the last one orphaned (a fork bomb ends somewhere).
+_STRAY_ROUNDS = 100
+
+# How long to wait for SIGKILLed processes that are not ours to reap to be gone.
+_DIE_S = 5.0
 
 
 def pid_alive(pid: Optional[int]) -> bool:
@@ -45,13 +66,32 @@ def _linux_zombie(pid: int) -> bool:
     its other threads are still exiting and still hold its files (and locks),
     so it only counts as dead once it is down to that one zombie thread.
     """
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
-            # "pid (comm) S ...": comm may hold spaces or parens, the state follows the last ")"
-            zombie = stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-        return zombie and len(os.listdir(f"/proc/{pid}/task")) <= 1
-    except (OSError, IndexError):
+    fields = _stat(pid)
+    if not fields or fields[0] != b"Z":
         return False
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) <= 1
+    except OSError:
+        return False
+
+
+def _stat(pid: int) -> List[bytes]:
+    """The fields of ``/proc/PID/stat`` from the state on (state, ppid, pgrp, ...); [] where unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # "pid (comm) S ...": comm may hold spaces or parens, the state follows the last ")"
+            return stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _pids() -> Iterator[int]:
+    """Every pid ``/proc`` lists; none where there is no ``/proc``."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return
+    yield from (int(name) for name in names if name.isdigit())
 
 
 def signal_group(pgid: Optional[int], sig: int) -> bool:
@@ -81,4 +121,118 @@ def kill_groups(pgids: List[Tuple[int, int]], grace_s: float) -> None:
         signal_group(pgid, signal.SIGKILL)
 
 
-__all__ = ["kill_groups", "pid_alive", "signal_group"]
+def set_child_subreaper() -> bool:
+    """Make orphaned descendants of this process its children (Linux ``PR_SET_CHILD_SUBREAPER``).
+
+    Not inherited by children; False where the platform has no such thing.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        return int(ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _kill_rounds(find: Callable[[], List[Tuple[int, int]]], reap: bool) -> None:
+    """SIGKILL the ``(pid, pgid)`` that ``find`` returns, with their groups, until it returns none."""
+    own = os.getpgrp()
+    for _ in range(_STRAY_ROUNDS):
+        found = find()
+        if not found:
+            return
+        for pid, pgid in found:
+            if pgid != own:
+                signal_group(pgid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + _DIE_S
+        for pid, _ in found:
+            if reap:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+            while not reap and pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.01)
+
+
+def kill_strays(keep: Collection[int] = ()) -> None:
+    """SIGKILL and reap every child of this process but ``keep``, and its process group, until none is left.
+
+    A subreaper's children include the orphans of its descendants; killing
+    one orphans its own children, which become ours in turn, hence rounds.
+    """
+    me, kept = os.getpid(), set(keep)
+
+    def children() -> List[Tuple[int, int]]:
+        found = []
+        for pid in _pids():
+            fields = _stat(pid)
+            if len(fields) > 2 and int(fields[1]) == me and pid not in kept:
+                found.append((pid, int(fields[2])))
+        return found
+
+    _kill_rounds(children, reap=True)
+
+
+def reap_strays(keep: Collection[int]) -> None:
+    """Reap, without waiting, children that exited but those in ``keep`` (which their owner reaps).
+
+    Stops at the first exited child in ``keep``: the caller collects it, and
+    the next call goes on past it.
+    """
+    if not hasattr(os, "waitid"):
+        return
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if info is None or info.si_pid in keep:
+            return
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(info.si_pid, os.WNOHANG)
+
+
+def kill_tagged(app_id: str) -> None:
+    """SIGKILL every process whose environment says it belongs to ``app_id`` (but this one), with its group.
+
+    For processes nobody reaps any more (their supervisor and its guard are
+    gone) that left their replica's process group.  One that cleared its
+    environment escapes this; a subreaper catches it instead.
+    """
+    tag = f"{ENV_APP_ID}={app_id}".encode()
+    me = os.getpid()
+
+    def tagged() -> List[Tuple[int, int]]:
+        found = []
+        for pid in _pids():
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as environ:
+                    if pid == me or tag not in environ.read().split(b"\0") or not pid_alive(pid):
+                        continue
+                found.append((pid, os.getpgid(pid)))
+            except OSError:
+                continue
+        return found
+
+    _kill_rounds(tagged, reap=False)
+
+
+def kill_orphans(pgids: List[Tuple[int, int]], grace_s: float, app_id: str) -> None:
+    """Stop what an app whose supervisor is gone left running: its replicas' groups, then its strays."""
+    kill_groups(pgids, grace_s)
+    kill_tagged(app_id)
+
+
+__all__ = [
+    "kill_groups",
+    "kill_orphans",
+    "kill_strays",
+    "kill_tagged",
+    "pid_alive",
+    "reap_strays",
+    "set_child_subreaper",
+    "signal_group",
+]

@@ -20,7 +20,7 @@ import time
 from datetime import datetime
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Pattern
 
-from torchspec.errors import AppRefusedError, NotFoundError
+from torchspec.errors import AppRefusedError, NotFoundError, StateError
 from torchspec.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -32,16 +32,19 @@ from torchspec.schedulers.api import (
 )
 from torchspec.schedulers.local.logs import OutputParser, parse_log_line, replica_finished
 from torchspec.schedulers.local.options import DEFAULT_KILL_GRACE_S, local_run_opts
-from torchspec.schedulers.local.processes import kill_groups, pid_alive
+from torchspec.schedulers.local.processes import kill_orphans, pid_alive
 from torchspec.schedulers.local.state import (
+    damaged,
     end_replicas,
     finish_app,
     initial_state,
     is_valid_app_id,
+    load_request,
     read_json,
     read_request,
     read_state,
     running_groups,
+    supervisor_died,
     supervisor_lock_held,
     update_state,
     write_json,
@@ -98,6 +101,8 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
     submitting process exits, which is the point.
     """
 
+    keeps_labels = True  # in state.json
+
     def __init__(self, session_name: str, state_dir: Optional[str] = None) -> None:
         super().__init__("local", session_name)
         self.state_dir: str = (
@@ -115,6 +120,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         """Accept roles without resources: a local process gets whatever the machine has."""
 
     def _submit_dryrun(self, app: AppDef, cfg: Dict[str, CfgVal]) -> AppDryRunInfo[LocalRequest]:
+        from torchspec.redaction import for_describe
         from torchspec.specs.convert import dump_app
 
         app_id = make_app_id(app.name)
@@ -133,7 +139,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
             device_count=_gpu_device_count() if wants_gpus else 0,
             index_dir=os.path.join(self.state_dir, APPS) if state_dir != self.state_dir else None,
         )
-        request.spec = dump_app(app)
+        request.spec = for_describe(dump_app(app))
         return AppDryRunInfo(request, str)
 
     def schedule(self, dryrun_info: AppDryRunInfo[LocalRequest]) -> str:
@@ -170,6 +176,8 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
             return None
         state = read_state(app_dir)
         if state is None:
+            if not os.path.exists(os.path.join(app_dir, REQUEST_FILE)):
+                return None  # a folder that is no app (or one whose submit has only begun)
             return DescribeAppResponse(app_id=app_id, state=AppState.SUBMITTED, num_restarts=0)
         state = self._check_supervisor(app_dir, state)
         request = read_request(app_dir)
@@ -213,24 +221,35 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
             roles_statuses=roles_statuses,
             roles=_read_roles(app_dir),
             metadata={"app_dir": app_dir, "session_name": str(state.get("session_name", ""))},
+            labels=dict(state.get("labels") or {}),
         )
 
     def list(self) -> List[ListAppResponse]:
-        """The apps in this scheduler's state dir (including linked ones), oldest first."""
+        """The apps in this scheduler's state dir (including linked ones), oldest first.
+
+        An app whose folder is damaged is left out with a warning naming the file.
+        """
         apps_dir = os.path.join(self.state_dir, APPS)
         try:
             names = os.listdir(apps_dir)
         except FileNotFoundError:
             return []
+        except OSError as e:
+            raise damaged(apps_dir, e) from None
         found = []
         for name in names:
             app_dir = self.app_dir(name)
-            state = read_state(app_dir) if app_dir else None
-            if app_dir is None or state is None:
+            try:
+                state = read_state(app_dir) if app_dir else None
+                if app_dir is None or state is None:
+                    continue
+                state = self._check_supervisor(app_dir, state)
+            except StateError as e:
+                logger.warning("warning: skipping app %s: %s", name, e)
                 continue
-            state = self._check_supervisor(app_dir, state)
-            found.append((state.get("submitted_at", ""), name, app_state(state.get("state"))))
-        return [ListAppResponse(app_id=name, state=app_state) for _, name, app_state in sorted(found)]
+            found.append((state.get("submitted_at", ""), name, app_state(state.get("state")),
+                          dict(state.get("labels") or {})))
+        return [ListAppResponse(app_id=name, state=st, labels=labels) for _, name, st, labels in sorted(found)]
 
     # -- cancelling ---------------------------------------------------------
 
@@ -261,7 +280,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
                 return
             except ProcessLookupError:
                 pass  # it died just now: stop the replicas from here
-        kill_groups(running_groups(state), _kill_grace_s(app_dir))
+        kill_orphans(running_groups(state), _kill_grace_s(app_dir), app_id)
 
         def cancelled(state: Dict[str, Any]) -> None:
             end_replicas(state, "CANCELLED")
@@ -320,9 +339,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         app_dir = self.app_dir(app_id)
         if app_dir is None:
             raise NotFoundError(f"unknown app {app_id!r} in {self.state_dir}")
-        request = read_request(app_dir)
-        if request is None:
-            raise NotFoundError(f"app {app_id!r} has no readable {REQUEST_FILE}")
+        request = load_request(app_dir)
         check_replica(app_id, role_name, k, {r.name: len(r.replicas) for r in request.roles})
         role = request.role(role_name)
         assert role is not None
@@ -349,9 +366,13 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         should_tail: bool,
     ) -> Iterator[str]:
         # following: woken by each write to the log, so `logs -f` shows a line as soon as it is stored
+        try:
+            log = open(path, "rb")
+        except OSError as e:
+            raise damaged(path, e) from None
         watch = FileWatch(path) if should_tail else None
         try:
-            with open(path, "rb") as log:
+            with log:
                 yield from follow_lines(log, parse, pattern, since, until, should_tail,
                                         done=lambda: self._replica_done(app_dir, request, role_name, k),
                                         wait=watch.wait if watch else None)
@@ -400,15 +421,8 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         def mark_failed(current: Dict[str, Any]) -> None:
             if self._supervisor_alive(app_dir, current):
                 return
-            kill_groups(running_groups(current), 1.0)
-            end_replicas(current, "FAILED")
-            pid = current.get("supervisor", {}).get("pid")
-            finish_app(
-                current,
-                "FAILED",
-                f"the supervisor (pid {pid}) died while the app was {current.get('state', 'SUBMITTED')};"
-                f" its replicas were stopped. See {os.path.join(app_dir, SUPERVISOR_LOG)}",
-            )
+            kill_orphans(running_groups(current), 1.0, os.path.basename(app_dir))
+            supervisor_died(current, app_dir)
 
         return update_state(app_dir, mark_failed)
 
@@ -443,9 +457,9 @@ def _write_app_folder(request: LocalRequest) -> None:
     try:
         os.makedirs(os.path.dirname(app_dir), exist_ok=True)
         os.mkdir(app_dir)
-    except FileExistsError:
-        raise RuntimeError(f"app folder {app_dir} already exists: submit the app again for a new id") from None
     except OSError as e:
+        if isinstance(e, FileExistsError) and os.path.isdir(app_dir):
+            raise RuntimeError(f"app folder {app_dir} already exists: submit the app again for a new id") from None
         raise AppRefusedError(f"cannot create the app folder {app_dir}: {e.strerror or e}"
                               " (check the state_dir run option or TORCHSPEC_HOME)") from None
     write_json(os.path.join(app_dir, SPEC_FILE), request.spec)

@@ -10,7 +10,10 @@ of ``torchspec status``/``log``/``cancel`` commands, a second submit.  So:
   ``state.lock``, so two writers never lose each other's changes;
 - a terminal app state, once written, is never overwritten;
 - the supervisor holds ``supervisor.lock`` for as long as it lives, which
-  is how everyone else knows it is alive.
+  is how everyone else knows it is alive;
+- a file that cannot be read as what it should be (not JSON, a folder, a
+  newer format) raises :class:`~torchspec.errors.StateError` naming the
+  file and the reason, never a bare ``OSError`` or ``ValueError``.
 
 The edits of a state dict that both the scheduler and the supervisor make
 (the first state, ending the app, ending its replicas) live here too, so
@@ -30,12 +33,14 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
+from torchspec.errors import StateError
 from torchspec.schedulers.local.states import (
     FORMAT_VERSION,
     LOCK_FILE,
     REQUEST_FILE,
     STATE_FILE,
     SUPERVISOR_LOCK,
+    SUPERVISOR_LOG,
     TERMINAL,
 )
 from torchspec.schedulers.local.translate import LocalRequest
@@ -55,10 +60,26 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
+def damaged(path: str, reason: object) -> StateError:
+    """The error for an app file that cannot be used: which file, why, and what to do about it."""
+    if isinstance(reason, OSError):
+        reason = reason.strerror or reason
+    elif isinstance(reason, UnicodeDecodeError):
+        reason = "not UTF-8 text"
+    elif isinstance(reason, ValueError):
+        reason = f"not valid JSON ({reason})"
+    return StateError(f"the app folder is damaged: {path}: {reason}",
+                      f"once nothing of the app runs, remove {os.path.dirname(path)}")
+
+
 @contextlib.contextmanager
 def locked(app_dir: str) -> Iterator[None]:
     """Hold the app's exclusive lock for a read-modify-write of ``state.json``."""
-    fd = os.open(os.path.join(app_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    path = os.path.join(app_dir, LOCK_FILE)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise damaged(path, e) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -88,11 +109,37 @@ def read_json(path: str) -> Any:
 
 
 def read_state(app_dir: str) -> Optional[Dict[str, Any]]:
-    """The app's state, or None while ``schedule`` has not written it yet."""
+    """The app's state, or None while ``schedule`` has not written it yet; StateError if it is unusable."""
+    path = os.path.join(app_dir, STATE_FILE)
     try:
-        return read_json(os.path.join(app_dir, STATE_FILE))
+        state = read_json(path)
     except FileNotFoundError:
         return None
+    except (OSError, ValueError) as e:
+        raise damaged(path, e) from None
+    _check_state(path, state)
+    return state  # type: ignore[no-any-return]
+
+
+def _check_state(path: str, state: Any) -> None:
+    """Raise StateError unless ``state`` has the types every reader relies on, in a format we know."""
+    version = state.get("version", 1) if isinstance(state, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+        raise StateError(f"{path} was written by a newer torchspec (format {version};"
+                         f" this one reads formats 1 to {FORMAT_VERSION})",
+                         "use a torchspec as new as the one that submitted the app")
+    roles = state.get("roles", {}) if isinstance(state, dict) else None
+    shaped = (
+        isinstance(version, int) and version >= 1
+        and isinstance(state.get("state", ""), str)
+        and isinstance(state.get("supervisor", {}), dict)
+        and isinstance(roles, dict)
+        and all(isinstance(role, dict) and isinstance(role.get("replicas", []), list)
+                and all(isinstance(replica, dict) for replica in role.get("replicas", []))
+                for role in roles.values())
+    )
+    if not shaped:
+        raise damaged(path, "not a torchspec app state")
 
 
 def update_state(app_dir: str, change: Callable[[Dict[str, Any]], Optional[Dict[str, Any]]]) -> Dict[str, Any]:
@@ -109,7 +156,11 @@ def update_state(app_dir: str, change: Callable[[Dict[str, Any]], Optional[Dict[
         new = change(state)
         if new is None:
             new = state
-        write_json(os.path.join(app_dir, STATE_FILE), new)
+        path = os.path.join(app_dir, STATE_FILE)
+        try:
+            write_json(path, new)
+        except OSError as e:
+            raise damaged(path, e) from None
         return new
 
 
@@ -137,10 +188,13 @@ def hold_supervisor_lock(app_dir: str, timeout_s: float = 5.0) -> int:
 
 def supervisor_lock_held(app_dir: str) -> bool:
     """True while some process (the supervisor) holds the app's supervisor lock."""
+    path = os.path.join(app_dir, SUPERVISOR_LOCK)
     try:
-        fd = os.open(os.path.join(app_dir, SUPERVISOR_LOCK), os.O_RDWR)
+        fd = os.open(path, os.O_RDWR)
     except FileNotFoundError:
         return False
+    except OSError as e:
+        raise damaged(path, e) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -150,11 +204,22 @@ def supervisor_lock_held(app_dir: str) -> bool:
     return False
 
 
+def load_request(app_dir: str) -> LocalRequest:
+    """The app's ``request.json``; StateError when it is missing or unusable."""
+    path = os.path.join(app_dir, REQUEST_FILE)
+    try:
+        return LocalRequest.from_json(read_json(path))
+    except (OSError, ValueError) as e:
+        raise damaged(path, e) from None
+    except (KeyError, TypeError, AttributeError) as e:
+        raise damaged(path, f"not a torchspec request ({type(e).__name__}: {e})") from None
+
+
 def read_request(app_dir: str) -> Optional[LocalRequest]:
     """The app's ``request.json``, or None when it is missing or unreadable."""
     try:
-        return LocalRequest.from_json(read_json(os.path.join(app_dir, REQUEST_FILE)))
-    except (OSError, ValueError, KeyError, TypeError):
+        return load_request(app_dir)
+    except StateError:
         return None
 
 
@@ -164,6 +229,7 @@ def initial_state(request: LocalRequest) -> Dict[str, Any]:
         "version": FORMAT_VERSION,
         "app_id": request.app_id,
         "session_name": request.session_name,
+        "labels": dict(request.labels),
         "state": "SUBMITTED",
         "num_restarts": 0,
         "app_restarts": 0,
@@ -212,6 +278,15 @@ def end_replicas(state: Dict[str, Any], final: str) -> None:
                 replica["ended_at"] = now_iso()
 
 
+def supervisor_died(state: Dict[str, Any], app_dir: str, how: str = "") -> None:
+    """Mark an app whose supervisor died (``how``, e.g. `` (killed by SIGKILL)``) FAILED, with its replicas."""
+    pid = state.get("supervisor", {}).get("pid")
+    was = state.get("state", "SUBMITTED")
+    end_replicas(state, "FAILED")
+    finish_app(state, "FAILED", f"the supervisor (pid {pid}) died{how} while the app was {was};"
+                                f" its replicas were stopped. See {os.path.join(app_dir, SUPERVISOR_LOG)}")
+
+
 def running_groups(state: Mapping[str, Any]) -> List[Tuple[int, int]]:
     """``(pid, pgid)`` of every replica ``state`` records as started and not finished."""
     groups = []
@@ -223,17 +298,20 @@ def running_groups(state: Mapping[str, Any]) -> List[Tuple[int, int]]:
 
 
 __all__ = [
+    "damaged",
     "end_replicas",
     "finish_app",
     "hold_supervisor_lock",
     "initial_state",
     "is_valid_app_id",
+    "load_request",
     "locked",
     "now_iso",
     "read_json",
     "read_request",
     "read_state",
     "running_groups",
+    "supervisor_died",
     "supervisor_lock_held",
     "update_state",
     "write_json",

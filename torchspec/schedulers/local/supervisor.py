@@ -20,6 +20,12 @@ the command that submitted the app and ignores that terminal's Ctrl-C.  It:
   ``kill_grace_s`` seconds, then SIGKILL; the app ends CANCELLED;
 - holds ``supervisor.lock`` from before it reports ready until it exits,
   so others know it is alive (the kernel drops the lock when it dies);
+- then forks its guard (:mod:`~torchspec.schedulers.local.guard`), which
+  stops the app should the supervisor be killed;
+- is a child subreaper (Linux), so what the replicas start outside their
+  process groups (``setsid``) becomes its child once orphaned: it reaps those
+  that exit and, when the app ends, SIGKILLs the rest before recording the
+  end;
 - writes ``state.json`` (under its lock) whenever something changes and at
   least every second as a heartbeat.
 
@@ -40,8 +46,9 @@ import traceback
 from types import FrameType
 from typing import IO, Any, Dict, List, Optional
 
+from torchspec.schedulers.local.guard import start_guard
 from torchspec.schedulers.local.logs import LogWriter
-from torchspec.schedulers.local.processes import signal_group
+from torchspec.schedulers.local.processes import kill_strays, reap_strays, signal_group
 from torchspec.schedulers.local.state import (
     finish_app,
     hold_supervisor_lock,
@@ -256,10 +263,22 @@ class Supervisor:
         while time.monotonic() < deadline and not all(replica.exited() for replica in running):
             time.sleep(0.05)
             self.heartbeat()
+        if len(replicas) == len(self.replicas):
+            self.kill_all(running)
         for replica in running:
             replica.collect(final_state)
 
+    def kill_all(self, running: List[_Replica]) -> None:
+        """The whole app stops: SIGKILL the replicas, then the orphans they leave (which may hold their pipes)."""
+        for replica in running:
+            signal_group(replica.record.get("pgid"), signal.SIGKILL)
+        deadline = time.monotonic() + _DRAIN_S
+        while time.monotonic() < deadline and not all(replica.exited() for replica in running):
+            time.sleep(0.01)
+        kill_strays([replica.proc.pid for replica in running if replica.proc])
+
     def finish(self, final: str, msg: str) -> int:
+        kill_strays()  # what the replicas left behind outside their process groups, before anyone sees the end
         finish_app(self.state, final, msg)
         self.save()
         for replica in self.replicas:
@@ -271,6 +290,7 @@ class Supervisor:
         """Someone else ended the app (declared us dead): stop its replicas and leave the state alone."""
         _say("the app was marked finished by another process; stopping its replicas")
         self.stop(self.replicas, "FAILED")
+        kill_strays()
         for replica in self.replicas:
             replica.logs.close()
         return 1
@@ -280,6 +300,7 @@ class Supervisor:
         for replica in self.replicas:
             if replica.running:
                 signal_group(replica.record.get("pgid"), signal.SIGKILL)
+        kill_strays()
 
         update_state(self.app_dir, lambda state: finish_app(state, "FAILED", msg))
 
@@ -366,6 +387,7 @@ class Supervisor:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
         self._lock_fd = hold_supervisor_lock(self.app_dir)
+        start_guard(self.app_dir)  # from here on, this process is the guarded child
 
         def register(state: Dict[str, Any]) -> None:
             state["supervisor"].update(pid=os.getpid(), ready=True, heartbeat=time.time())
@@ -413,6 +435,7 @@ class Supervisor:
                 if all(replica.record["state"] == "SUCCEEDED" for replica in self.replicas):
                     return self.finish("SUCCEEDED", "")
                 self.save()
+            reap_strays([replica.proc.pid for replica in self.replicas if replica.running and replica.proc])
             self.heartbeat()
             self.wake.wait(_POLL_S)
             self.wake.clear()

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
 from torchspec.errors import AppRefusedError
-from torchspec.schedulers.api import Stream
+from torchspec.schedulers.api import Stream, labels_of
 from torchspec.schedulers.entrypoint import resolve_entrypoint
 from torchspec.schedulers.local.options import extra_env, kill_grace_s
 from torchspec.schedulers.local.states import (
@@ -108,7 +108,8 @@ class LocalRequest:
     ``index_dir`` is the scheduler's own ``apps`` folder when the ``state_dir``
     run option put the app elsewhere: ``schedule`` links the app there so
     status and log commands, which get no run options, still find it.
-    ``spec`` is the AppDef as submitted, kept for ``spec.json``.
+    ``spec`` is the AppDef as submitted, kept for ``spec.json``; ``labels``
+    its metadata, which ``list`` and ``describe`` give back.
     """
 
     app_id: str
@@ -119,6 +120,7 @@ class LocalRequest:
     roles: List[RoleRequest]
     index_dir: Optional[str] = None
     spec: Dict[str, Any] = field(default_factory=dict, repr=False)
+    labels: Dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> Dict[str, Any]:
         data = asdict(self)
@@ -145,6 +147,7 @@ class LocalRequest:
             kill_grace_s=int(data["kill_grace_s"]),
             roles=roles,
             index_dir=data.get("index_dir"),
+            labels=dict(data.get("labels") or {}),
         )
 
     def role(self, name: str) -> Optional[RoleRequest]:
@@ -330,6 +333,7 @@ def app_to_request(
         index_dir=index_dir,
         kill_grace_s=kill_grace_s(cfg),
         roles=roles,
+        labels=labels_of(app),
     )
 
 

@@ -137,6 +137,18 @@ def find_job_dir(app_id: str, comment_roots: Sequence[str]) -> Optional[str]:
     return None
 
 
+def kept_job_dirs() -> Iterator[Tuple[str, str]]:
+    """(job id, log folder) of every job whose folder (or link) is in the default log root, by id."""
+    try:
+        names = os.listdir(default_log_root())
+    except OSError:
+        return
+    for name in sorted((n for n in names if is_job_id(n)), key=int):
+        job_dir = find_job_dir(name, [])
+        if job_dir is not None:
+            yield name, job_dir
+
+
 def read_json(path: str) -> Optional[Dict[str, Any]]:
     try:
         with open(path, encoding="utf-8") as f:

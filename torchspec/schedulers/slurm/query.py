@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from torchspec.schedulers.slurm.states import COMMENT_PREFIX, STATE_WORDS, slurm_state
+from torchspec.schedulers.api import decode_labels
+from torchspec.schedulers.slurm.states import COMMENT_LABELS, COMMENT_PREFIX, STATE_WORDS, slurm_state
 from torchspec.specs import AppState
 
 
@@ -38,6 +39,18 @@ class JobView:
         if not self.comment.startswith(COMMENT_PREFIX):
             return None
         return self.comment[len(COMMENT_PREFIX):].split(" ", 1)[0] or None
+
+    @property
+    def labels(self) -> Dict[str, str]:
+        return comment_labels(self.comment)
+
+
+def comment_labels(comment: str) -> Dict[str, str]:
+    """The app's labels from a torchspec job's comment (``torchspec:LOG_ROOT labels:WORD ...``); {} without."""
+    words = comment.split(" ", 2) if comment.startswith(COMMENT_PREFIX) else []
+    if len(words) < 2 or not words[1].startswith(COMMENT_LABELS):
+        return {}
+    return decode_labels(words[1][len(COMMENT_LABELS):])
 
 
 _KV = re.compile(r"(\S+?)=(.*?)(?=\s+[A-Za-z][A-Za-z:/]*=|\s*$)")
@@ -120,20 +133,20 @@ def parse_sacct(text: str) -> List[JobView]:
     return sorted(views, key=lambda v: v.offset)
 
 
-def parse_squeue_list(text: str) -> List[Tuple[str, AppState]]:
-    """``squeue -h -o %i|%T|%k`` output -> (job id, state) of each job torchspec submitted, oldest first.
+def parse_squeue_list(text: str) -> List[Tuple[str, AppState, Dict[str, str]]]:
+    """``squeue -h -o %i|%T|%k`` output -> (job id, state, labels) of each job torchspec submitted, oldest first.
 
     A het job is listed once, by its leader (offset 0).
     """
-    found: Dict[str, AppState] = {}
+    found: Dict[str, Tuple[str, AppState, Dict[str, str]]] = {}
     for line in text.splitlines():
         job, _, rest = line.partition("|")
         state, _, comment = rest.partition("|")
         leader, _, offset = job.strip().partition("+")
         if not comment.startswith(COMMENT_PREFIX) or offset not in ("", "0"):
             continue
-        found[leader] = slurm_state(state)
-    return sorted(found.items(), key=lambda kv: int(kv[0]))
+        found[leader] = (leader, slurm_state(state), comment_labels(comment))
+    return [found[job] for job in sorted(found, key=int)]
 
 
 def job_message(leader: JobView) -> str:

@@ -23,6 +23,7 @@ from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Repli
 from torchspec.schedulers.slurm.logs import (
     find_job_dir,
     follow_log,
+    kept_job_dirs,
     keep_submission,
     private_dir,
     read_replica,
@@ -74,6 +75,8 @@ SlurmReplicaStatus = ReplicaRunStatus
 class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
     """Submits each app as one (heterogeneous) batch job with ``sbatch`` and asks ``scontrol`` about it."""
 
+    keeps_labels = True  # in the job's comment (and its spec.json)
+
     def __init__(self, session_name: str) -> None:
         super().__init__("slurm", session_name)
         self._version: Optional[Tuple[int, int]] = None
@@ -122,10 +125,11 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         """Accept roles without resources: Slurm then gives the partition's defaults."""
 
     def _submit_dryrun(self, app: AppDef, cfg: Dict[str, CfgVal]) -> AppDryRunInfo[SlurmBatchRequest]:
+        from torchspec.redaction import for_describe
         from torchspec.specs.convert import dump_app
 
         request = app_to_request(app, cfg, os.getcwd())
-        request.spec = dump_app(app)
+        request.spec = for_describe(dump_app(app))
         return AppDryRunInfo(request, str)
 
     def schedule(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest]) -> str:
@@ -205,8 +209,10 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
             state = forgotten_job_state(replica_states)
             msg = f"Slurm no longer knows job {app_id}; state from its log folder {job_dir}"
             restarts = 0
+        # the comment, else (a job Slurm forgot) the metadata of the spec as submitted
+        labels = (leader.labels if leader is not None else {}) or _spec_labels(spec)
         return DescribeAppResponse(app_id=app_id, state=state, num_restarts=restarts, msg=msg,
-                                   roles_statuses=roles_statuses, roles=roles, metadata=metadata)
+                                   roles_statuses=roles_statuses, roles=roles, metadata=metadata, labels=labels)
 
     def exists(self, app_id: str) -> bool:
         if not is_job_id(app_id):
@@ -217,15 +223,28 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         return self._job_dir(app_id, views) is not None
 
     def list(self) -> List[ListAppResponse]:
-        """The user's jobs that torchspec submitted (comment ``torchspec:...``) and Slurm still knows, oldest first."""
+        """The user's jobs that torchspec submitted (comment ``torchspec:...``), oldest first: those Slurm
+        knows, then those it forgot (``MinJobAge`` after they ended) whose log folder is still in the default
+        log root, with the state their replicas' exit codes tell and the labels of their spec."""
         out = self._run(["squeue", "-h", "-t", "all", "-u", getpass.getuser(), "-o", "%i|%T|%k"]).stdout
-        return [ListAppResponse(app_id=j, state=s) for j, s in parse_squeue_list(out)]
+        apps = {j: ListAppResponse(app_id=j, state=s, labels=labels) for j, s, labels in parse_squeue_list(out)}
+        for job_id, job_dir in kept_job_dirs():
+            spec = read_spec(job_dir)
+            if job_id not in apps and spec:
+                _, _, states = _role_statuses(_layout([], _rebuild_roles(job_id, spec), spec, job_dir), job_dir)
+                apps[job_id] = ListAppResponse(app_id=job_id, state=forgotten_job_state(states),
+                                               labels=_spec_labels(spec))
+        return [apps[j] for j in sorted(apps, key=int)]
 
     # -- cancelling and deleting -------------------------------------------------
 
     def _cancel_existing(self, app_id: str) -> None:
-        """``scancel`` the job: Slurm signals every step (SIGTERM, SIGKILL after KillWait) of every component."""
-        if is_job_id(app_id):  # scancel takes more than ids (e.g. 12_[1-3]); only a job id is an app
+        """``scancel`` the job: Slurm signals every step (SIGTERM, SIGKILL after KillWait) of every component.
+
+        A job Slurm forgot has ended: there is nothing to cancel.
+        """
+        # scancel takes more than ids (e.g. 12_[1-3]); only a job id is an app
+        if is_job_id(app_id) and self.read_job(app_id):
             self._run(["scancel", app_id])
 
     def delete(self, app_id: str) -> None:
@@ -287,6 +306,11 @@ def _rebuild_roles(app_id: str, spec: Optional[Dict[str, Any]]) -> List[Role]:
     except (KeyError, TypeError, ValueError) as e:
         logger.debug("cannot rebuild the roles of %s: %s", app_id, e)
         return []
+
+
+def _spec_labels(spec: Optional[Dict[str, Any]]) -> Dict[str, str]:
+    """The labels of the app as submitted: its metadata."""
+    return {str(k): str(v) for k, v in ((spec or {}).get("metadata") or {}).items()}
 
 
 def _layout(views: List[JobView], roles: List[Role], spec: Optional[Dict[str, Any]], job_dir: Optional[str]

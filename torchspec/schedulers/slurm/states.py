@@ -14,6 +14,8 @@ from torchspec.specs import AppState
 
 #: Every job torchspec submits has a comment starting with this, then its log root.
 COMMENT_PREFIX = "torchspec:"
+#: Then, for an app with labels (its AppDef.metadata), this and the labels as one word (``encode_labels``).
+COMMENT_LABELS = "labels:"
 SPEC_FILE = "spec.json"
 SCRIPT_FILE = "job.sbatch"
 EXITCODE_FILE = "exitcode"

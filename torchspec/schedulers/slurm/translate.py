@@ -35,15 +35,24 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from torchspec.errors import AppRefusedError
+from torchspec.schedulers.api import encode_labels, labels_of
 from torchspec.schedulers.replicas import (
     ENV_APP_ID,
     ENV_NUM_REPLICAS,
     ENV_RANK0_HOST,
     ENV_REPLICA_ID,
     ENV_ROLE_NAME,
+    check_role_names,
 )
 from torchspec.schedulers.slurm.options import HET_WORDS, default_log_root, run_opt, sbatch_value
-from torchspec.schedulers.slurm.states import CAP_CONSTRAINT, CAP_GRES, COMMENT_PREFIX, EXITCODE_FILE, is_role_name
+from torchspec.schedulers.slurm.states import (
+    CAP_CONSTRAINT,
+    CAP_GRES,
+    COMMENT_LABELS,
+    COMMENT_PREFIX,
+    EXITCODE_FILE,
+    is_role_name,
+)
 from torchspec.specs import AppDef, CfgVal, RetryPolicy, Role, macros
 
 # ----------------------------------------------------------------------------
@@ -525,16 +534,6 @@ def role_to_component(
     )
 
 
-def _check_role_names(app: AppDef) -> None:
-    """An app needs roles, each with a name of its own (it names the replicas' log folders)."""
-    if not app.roles:
-        raise AppRefusedError(f"app {app.name!r} has no roles")
-    names = [r.name for r in app.roles]
-    for name in names:
-        if names.count(name) > 1:
-            raise AppRefusedError(f"app {app.name!r} has two roles named {name!r}")
-
-
 def _log_root(cfg: Mapping[str, CfgVal]) -> str:
     """The run option log_dir (else the default) as an absolute path that may go into the job's options."""
     log_root = os.path.abspath(os.path.expanduser(str(cfg.get("log_dir") or default_log_root())))
@@ -560,6 +559,9 @@ def _job_opts(app: AppDef, cfg: Mapping[str, CfgVal], log_root: str, app_retries
     """The job-wide ``#SBATCH`` options: its name, the comment ``list`` and ``status`` read, requeue, mail."""
     name = job_name(run_opt(cfg, "job_name_prefix") or "", app.name)
     comment = COMMENT_PREFIX + log_root
+    labels = encode_labels(labels_of(app))
+    if labels:
+        comment += f" {COMMENT_LABELS}{labels}"
     user_comment = run_opt(cfg, "comment", spaces=True)
     if user_comment:
         comment += " " + user_comment
@@ -577,7 +579,7 @@ def _job_opts(app: AppDef, cfg: Mapping[str, CfgVal], log_root: str, app_retries
 
 def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], cwd: str) -> SlurmBatchRequest:
     """The whole request for ``app`` under a resolved ``cfg``; talks to no Slurm."""
-    _check_role_names(app)
+    check_role_names(app)  # a role's name names its replicas' log folders
     log_root = _log_root(cfg)
     nodelists = _nodelists(app, cfg)
     components = [

@@ -1,0 +1,182 @@
+"""A real, small Ray cluster for the ray scheduler's tests: a head and a worker node on this machine.
+
+``ray_cluster`` (tests/conftest.py) starts it once per test session and stops
+it at the end: two ``ray start --block`` processes (head, then a worker node
+joining it), each in its own process group, with 2 CPUs, 2 GB of ``memory``
+and a 200 MB object store each, every port picked free so that two test runs
+(or a user's own cluster) never meet.  SIGTERM ends a ``--block`` node with
+all its processes; what survives is killed by process group.
+
+The nodes run without the caller's PYTHONPATH, so that each job's driver
+imports torchspec from the copy the job uploads (``py_modules``), as on a
+real cluster.  Without ray installed the tests skip; with
+``TORCHSPEC_REQUIRE_RAY=1`` (always in CI) they fail instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+REQUIRE_ENV = "TORCHSPEC_REQUIRE_RAY"
+HOW = "pip install -e '.[ray]' (or run `bash scripts/test`, which does)"
+NODE_CPUS = 2
+NODE_MEMORY = 2_000_000_000
+OBJECT_STORE = 200_000_000
+START_TIMEOUT_S = 120
+
+
+def ray_or_skip() -> None:
+    """Skip (fail under TORCHSPEC_REQUIRE_RAY=1) unless ray with its job submission client is installed."""
+    problem = ""
+    if importlib.util.find_spec("ray") is None:
+        problem = "ray is not installed"
+    elif shutil.which("ray", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")) is None:
+        problem = "the ray command is not on PATH"
+    else:
+        try:
+            import ray.job_submission  # noqa: F401
+            import ray.dashboard  # noqa: F401  (ray[default])
+        except ImportError as e:
+            problem = f"ray's job submission client is missing ({e}): ray[default] is needed"
+    if not problem:
+        return
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{REQUIRE_ENV}=1 but {problem}; {HOW}")
+    pytest.skip(f"{problem}; {HOW}")
+
+
+def free_ports(n: int) -> List[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@dataclass
+class RayTestCluster:
+    """The running test cluster: its dashboard (``address``, host:port), GCS address and node processes."""
+
+    root: Path
+    address: str = ""
+    gcs: str = ""
+    procs: List[subprocess.Popen] = field(default_factory=list)
+    logs: List[Path] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}"
+
+    def env(self) -> Dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+        env["RAY_USAGE_STATS_ENABLED"] = "0"
+        bindir = os.path.dirname(sys.executable)
+        env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+        return env
+
+    def _start(self, name: str, args: List[str]) -> None:
+        log = self.root / f"{name}.log"
+        ports = free_ports(6)
+        args += [f"--dashboard-agent-listen-port={ports[0]}", f"--dashboard-agent-grpc-port={ports[1]}",
+                 f"--metrics-export-port={ports[2]}", f"--runtime-env-agent-port={ports[3]}",
+                 f"--node-manager-port={ports[4]}", f"--object-manager-port={ports[5]}"]
+        ray = shutil.which("ray", path=os.path.dirname(sys.executable)) or "ray"
+        cmd = [ray, "start", "--block", "--disable-usage-stats", "--node-ip-address=127.0.0.1",
+               f"--num-cpus={NODE_CPUS}", f"--memory={NODE_MEMORY}", f"--object-store-memory={OBJECT_STORE}",
+               f"--temp-dir={self.root / name}", *args]
+        with open(log, "wb") as out:
+            self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                               env=self.env(), cwd=self.root, start_new_session=True))
+        self.logs.append(log)
+
+    def start(self) -> "RayTestCluster":
+        gcs, dashboard, client = free_ports(3)
+        self.gcs, self.address = f"127.0.0.1:{gcs}", f"127.0.0.1:{dashboard}"
+        self._start("head", ["--head", f"--port={gcs}", f"--dashboard-port={dashboard}",
+                             "--dashboard-host=127.0.0.1", f"--ray-client-server-port={client}"])
+        self.wait_nodes(1)
+        self._start("worker", [f"--address={self.gcs}"])
+        self.wait_nodes(2)
+        return self
+
+    def nodes(self) -> List[dict]:
+        from ray.util.state import list_nodes
+
+        os.environ["RAY_API_SERVER_ADDRESS"] = self.url  # Ray prefers it to the address given
+        try:
+            return [n.__dict__ if hasattr(n, "__dict__") else n for n in list_nodes(address=self.url, timeout=10)
+                    if str(n.state).endswith("ALIVE")]
+        finally:
+            os.environ.pop("RAY_API_SERVER_ADDRESS", None)
+
+    def wait_nodes(self, n: int) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        problem = ""
+        while time.monotonic() < deadline:
+            if any(p.poll() is not None for p in self.procs):
+                problem = "a ray start process exited"
+                break
+            try:
+                if len(self.nodes()) >= n:
+                    return
+            except Exception as e:  # the dashboard is not up yet
+                problem = str(e).splitlines()[0] if str(e) else type(e).__name__
+            time.sleep(1)
+        tails = "\n".join(f"--- {log}\n" + log.read_text(errors="replace")[-3000:] for log in self.logs)
+        self.stop()
+        pytest.fail(f"the Ray test cluster did not come up with {n} node(s): {problem}\n{tails}")
+
+    def stop(self) -> None:
+        """SIGTERM each node (worker first), then SIGKILL what is left of their process groups."""
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in reversed(self.procs):
+            try:
+                proc.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                pass
+        for proc in self.procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if proc.poll() is None:
+                proc.wait(timeout=10)
+        self.procs.clear()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_cluster() -> RayTestCluster:
+    ray_or_skip()
+    root = Path(tempfile.mkdtemp(prefix="tsray-", dir="/tmp"))  # unix socket paths under it must stay short
+    return RayTestCluster(root).start()
+
+
+def wait_state(sched, app_id: str, states, timeout: float = 120):
+    """The scheduler's DescribeAppResponse once the app is in one of ``states`` (or after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        desc = sched.describe(app_id)
+        assert desc is not None, f"the cluster does not know {app_id}"
+        if desc.state in states or time.monotonic() > deadline:
+            return desc
+        time.sleep(0.25)

@@ -1,0 +1,78 @@
+"""``torchspec apply``: make a scheduler run what spec files describe, each job once."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from torchspec.cli.options import param_options, parse_params
+from torchspec.exit_codes import ExitCode
+
+_FORMATS = ("text", "markdown", "json")  # torchspec.gitops.apply_report.FORMATS, without importing it
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, metavar="PATHS...")
+@click.option("-s", "--scheduler", metavar="SCHEDULER", help="Scheduler to run on (default: the configured one).")
+@click.option("-c", "--cfg", "cfg", metavar="KEY=VALUE,...", help="The scheduler's run options, as submit takes them.")
+@param_options
+@click.option("--plan", "plan_only", is_flag=True,
+              help="Print what would be done (create, unchanged, replace, prune, error) and do nothing.")
+@click.option("--replace", is_flag=True, help="Cancel a live app whose spec changed, and submit the new one.")
+@click.option("--prune", is_flag=True, help="Cancel live apps whose spec is gone from PATHS.")
+@click.option("--all-or-nothing", is_flag=True,
+              help="Submit nothing unless every spec loads and passes its dry run.")
+@click.option("--scope", default="default", show_default=True, metavar="NAME",
+              help="Which applies see each other's apps: give each repository sharing a scheduler its own.")
+@click.option("--lock-file", type=click.Path(dir_okay=False), metavar="PATH",
+              help="Lock this file while applying (default: one under TORCHSPEC_HOME per scheduler and scope); "
+                   "on a shared file system, runs on several machines take turns.")
+@click.option("--lock-timeout", type=float, default=600.0, show_default=True, metavar="SECONDS",
+              help="How long to wait for another apply holding the lock.")
+@click.option("--format", "fmt", type=click.Choice(_FORMATS), default="text", show_default=True,
+              help="text (coloured on a terminal), markdown (a pull-request comment) or json.")
+def apply(paths: tuple[str, ...], scheduler: str | None, cfg: str | None, params: tuple[str, ...],
+          params_file: str | None, template_paths: tuple[str, ...], plan_only: bool, replace: bool, prune: bool,
+          all_or_nothing: bool, scope: str, lock_file: str | None, lock_timeout: float, fmt: str) -> int:
+    """Submit the spec files under PATHS that do not run yet; twice submits nothing the second time.
+
+    \b
+      torchspec apply jobs/ -s kubernetes --plan        # what would be done
+      torchspec apply jobs/ -s kubernetes               # create what is new; print the handles
+      torchspec apply jobs/ -s kubernetes --replace --prune
+
+    Each app is known by its path from the repository root (PATH#NAME in a
+    file holding several apps, or the metadata torchspec.dev/apply-id it
+    declares) and a hash of what would run; both are stored on the job and
+    read back with `list`. An app with the same hash (running or finished) is
+    unchanged; a live one with another hash is replaced only with --replace;
+    a live one whose spec is gone is cancelled only with --prune. A file
+    that does not load is not submitted; the others are, unless
+    --all-or-nothing. Runs on one machine take turns (a lock file).
+
+    Exit codes: 0 done (--plan: nothing to do), 1 a spec has errors and was
+    not submitted (--plan: something to do), 7 --plan: a spec has errors,
+    6 a submission or cancel failed (what was done stays; run again to go
+    on), 2 usage error, 124 the lock was not free within --lock-timeout.
+    """
+    from torchspec.cli import console
+    from torchspec.cli.apps_cmd import open_runner
+    from torchspec.gitops.apply import ApplyOptions, apply_paths
+    from torchspec.gitops.apply_report import render
+    from torchspec.gitops.lock import LockTimeout
+    from torchspec.terminal import should_color
+
+    options = ApplyOptions(scheduler=scheduler or "", cfg=cfg, params=parse_params(params), params_file=params_file,
+                           template_paths=tuple(template_paths), scope=scope, replace=replace, prune=prune,
+                           all_or_nothing=all_or_nothing, lock_file=lock_file, lock_timeout=lock_timeout)
+    with open_runner() as runner:
+        options.scheduler = runner.check_scheduler(scheduler)
+        try:
+            result = apply_paths(runner, paths, options, plan_only=plan_only)
+        except LockTimeout as e:
+            console.error(str(e), "wait for it to finish, or raise --lock-timeout")
+            return ExitCode.TIMEOUT
+    color = fmt == "text" and should_color(sys.stdout)
+    click.echo(render(result, fmt, color=color), nl=False, color=color)
+    return result.exit_code

@@ -1,0 +1,152 @@
+"""Talking to a Ray cluster's dashboard: the Job Submission API and the State API, over HTTP.
+
+``ray`` is imported here, inside the functions, and nowhere else on the
+client side: dry runs, lint and the CLI's help never pay for it.  Every
+failure to reach the dashboard becomes a :class:`~torchspec.errors.BackendError`
+(exit code 6) naming the address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import warnings
+from typing import Any, Dict, Iterator, List, Optional
+
+from torchspec.errors import BackendError
+
+#: Seconds a State API call may take.
+STATE_TIMEOUT_S = 30
+API_SERVER_ENV = "RAY_API_SERVER_ADDRESS"
+QUIET_LOGGERS = ("ray.dashboard.modules.dashboard_sdk", "ray._private.runtime_env.packaging",
+                 "ray.dashboard.modules.job.sdk")
+_HOW = ("start one (ray start --head --dashboard-host=127.0.0.1), or point torchspec at yours:"
+        " -c dashboard_address=HOST:PORT, or RAY_ADDRESS=http://HOST:PORT")
+
+
+@contextlib.contextmanager
+def _pinned(url: str) -> Iterator[None]:
+    """Ray's clients take ``RAY_API_SERVER_ADDRESS`` (else ``RAY_ADDRESS``) over the address they are given:
+    pin it to ``url`` while one is made, so that the run option wins."""
+    before = os.environ.get(API_SERVER_ENV)
+    os.environ[API_SERVER_ENV] = url
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(API_SERVER_ENV, None)
+        else:
+            os.environ[API_SERVER_ENV] = before
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Ray's client logs each package it uploads at INFO on stderr; torchspec's output stays its own."""
+    loggers = [logging.getLogger(name) for name in QUIET_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def _ray_missing(e: ImportError) -> BackendError:
+    return BackendError(f"the ray scheduler needs Ray's job submission client, which is not installed ({e})",
+                        "pip install 'torchspec[ray]' (or 'ray[default]')")
+
+
+class RayCluster:
+    """One dashboard: a JobSubmissionClient made on first use, and the State API calls torchspec needs."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.url = f"http://{address}"
+        self._client: Any = None
+
+    def unreachable(self, e: BaseException) -> BackendError:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        return BackendError(f"no Ray cluster answers at {self.url}: {first}", _HOW)
+
+    @property
+    def jobs(self) -> Any:
+        """The ``JobSubmissionClient``; BackendError when Ray is missing or nothing answers at the address."""
+        if self._client is None:
+            try:
+                from ray.job_submission import JobSubmissionClient
+            except ImportError as e:
+                raise _ray_missing(e) from None
+            try:
+                with _pinned(self.url):
+                    self._client = JobSubmissionClient(self.url)
+            except (ConnectionError, OSError, RuntimeError, ValueError) as e:
+                raise self.unreachable(e) from None
+        return self._client
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``JobSubmissionClient.method(...)``; a dashboard gone away is a BackendError."""
+        try:
+            with _quiet():
+                return getattr(self.jobs, method)(*args, **kwargs)
+        except ConnectionError as e:
+            raise self.unreachable(e) from None
+
+    def job(self, submission_id: str) -> Optional[Any]:
+        """The job's ``JobDetails``; None when the cluster does not know it."""
+        try:
+            return self.call("get_job_info", submission_id)
+        except RuntimeError as e:
+            if "404" in str(e) or "does not exist" in str(e):
+                return None
+            raise BackendError(f"cannot read job {submission_id} at {self.url}: {e}") from None
+
+    def _state(self, what: str, **kwargs: Any) -> List[Any]:
+        self.jobs  # noqa: B018 - connecting first makes a missing cluster one clear error
+        try:
+            from ray.util import state
+        except ImportError as e:
+            raise _ray_missing(e) from None
+        try:
+            with _pinned(self.url):
+                return list(getattr(state, what)(address=self.url, timeout=STATE_TIMEOUT_S,
+                                                 raise_on_missing_output=False, **kwargs))
+        except ConnectionError as e:
+            raise self.unreachable(e) from None
+        except Exception as e:  # the State API wraps HTTP failures in its own exception types
+            raise BackendError(f"the Ray dashboard at {self.url} did not answer {what}: {e}") from None
+
+    def nodes(self) -> List[Dict[str, Any]]:
+        """Every node of the cluster as ``{"node_id", "node_ip", "state", "resources_total"}``."""
+        return [{"node_id": n.node_id, "node_ip": n.node_ip, "state": str(n.state),
+                 "resources_total": dict(n.resources_total or {})} for n in self._state("list_nodes", limit=10000)]
+
+    def actors(self, namespace: str) -> List[Dict[str, Any]]:
+        """Every actor (alive or dead) in ``namespace``, as ``{"name", "state", "node_id"}``."""
+        found = self._state("list_actors", filters=[("ray_namespace", "=", namespace)], limit=10000)
+        return [{"name": a.name, "state": str(a.state), "node_id": a.node_id} for a in found]
+
+    def tail(self, submission_id: str) -> Iterator[str]:
+        """The job's log as it grows, in chunks, until the job ends (``tail_job_logs`` without asyncio)."""
+        loop = asyncio.new_event_loop()
+        stream = self.call("tail_job_logs", submission_id)
+        try:
+            while True:
+                try:
+                    with warnings.catch_warnings():  # Ray's client passes aiohttp an ssl=None it deprecated
+                        warnings.filterwarnings("ignore", message="ssl=None is deprecated", category=DeprecationWarning)
+                        chunk = loop.run_until_complete(stream.__anext__())
+                except StopAsyncIteration:
+                    return
+                except ConnectionError as e:
+                    raise self.unreachable(e) from None
+                yield chunk
+        finally:
+            try:
+                loop.run_until_complete(stream.aclose())
+            except Exception:
+                pass
+            loop.close()

@@ -1,0 +1,404 @@
+"""The driver: the entrypoint of every Ray job torchspec submits (``python -u -m torchspec.schedulers.ray.driver``).
+
+It runs inside the job, on the cluster, where torchspec arrives as a
+``py_modules`` entry of the job's runtime_env; so it imports nothing but the
+standard library, :mod:`.states` and :mod:`.placement`, and ``ray`` (in
+:func:`main`).  It reads its plan (:mod:`.translate`) from the environment
+and then:
+
+1. refuses a plan the cluster's nodes can never hold (exit code
+   :data:`~.states.EXIT_UNSCHEDULABLE`, the reason as its last line);
+2. creates one placement group per role, one bundle per replica, and waits
+   until every group is placed (gang scheduling: no replica starts before
+   all fit), or ``placement_timeout`` runs out;
+3. starts each replica as its own actor (``role/k#attempt``) in its bundle,
+   sets ``TORCHSPEC_RANK0_HOST`` to the node address of the role's replica
+   0 (127.0.0.1 on that node itself), and runs the replica's command there as a child process, whose lines
+   the actor tags with the replica, the stream and the time;
+4. restarts replicas as their role's retry policy says (REPLICA: the one,
+   ROLE: the role's, APPLICATION: all), each attempt a new actor in the
+   same bundle (so on the same node);
+5. ends with a summary line (``describe`` reads it) and the first failed
+   replica's exit code, 0 when all succeeded; SIGTERM (``cancel``) stops
+   every replica (SIGTERM, then SIGKILL) and exits 143.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from torchspec.schedulers.ray.placement import never_fits
+from torchspec.schedulers.ray.states import (
+    ENV_PLAN,
+    EXIT_STOPPED,
+    EXIT_UNSCHEDULABLE,
+    SUMMARY,
+    actor_name,
+    tag,
+)
+
+ENV_RANK0_HOST = "TORCHSPEC_RANK0_HOST"
+LOOPBACK = "127.0.0.1"
+#: The last line of a replica attempt's output, so the driver knows its lines reached the job's log.
+END_MARK = "[torchspec-end "
+#: Seconds between two looks at the cluster while placement groups wait.
+PLACEMENT_POLL_S = 5.0
+#: How often a waiting driver says what it waits for.
+PLACEMENT_REPORT_S = 30.0
+#: Seconds a stopped replica gets between SIGTERM and SIGKILL (Ray SIGKILLs the driver 3 s after its SIGTERM).
+STOP_GRACE_S = 1.5
+#: The most the driver waits at the end for the replicas' last lines to reach the job's log.
+FLUSH_WAIT_S = 5.0
+
+Key = Tuple[int, int]  # (role index, replica id)
+
+
+class Stopped(Exception):
+    """SIGTERM reached the driver: ``cancel``."""
+
+
+def say(text: str) -> None:
+    print(tag("driver", None, text.rstrip("\n") + "\n"), end="", flush=True)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+class ReplicaRunner:
+    """What each replica's actor does: run the command as a child, tag its lines, stop it on demand."""
+
+    def __init__(self, who: str, attempt: int) -> None:
+        self.who = who
+        self.attempt = attempt
+        self.proc: Optional[subprocess.Popen] = None
+        self.lock = threading.Lock()
+
+    def __repr__(self) -> str:  # Ray puts it before each line it forwards: (trainer/0 pid=...)
+        return self.who
+
+    def _pump(self, pipe: Any, stream: str) -> None:
+        for raw in iter(pipe.readline, b""):
+            text = raw.decode("utf-8", errors="replace")
+            with self.lock:
+                sys.stdout.write(tag(self.who, stream, text if text.endswith("\n") else text + "\n"))
+                sys.stdout.flush()
+        pipe.close()
+
+    def run(self, args: List[str], env: Dict[str, str]) -> int:
+        """The replica's exit code (128+N for signal N; 127 when its program cannot start)."""
+        full = {k: v for k, v in os.environ.items() if k != ENV_PLAN}
+        full.update(env)
+        program = args[0]
+        if "/" not in program and os.path.isfile(program):
+            program = os.path.join(".", program)  # a file of the working_dir wins over PATH
+        try:
+            self.proc = subprocess.Popen([program, *args[1:]], env=full, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
+                                         preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        except OSError as e:
+            self._end(f"cannot start {program}: {e.strerror or e}\n")
+            return 127
+        pumps = [threading.Thread(target=self._pump, args=(self.proc.stdout, "stdout"), daemon=True),
+                 threading.Thread(target=self._pump, args=(self.proc.stderr, "stderr"), daemon=True)]
+        for pump in pumps:
+            pump.start()
+        code = self.proc.wait()
+        for pump in pumps:
+            pump.join(timeout=10)
+        self._end("")
+        return 128 - code if code < 0 else code
+
+    def _end(self, error: str) -> None:
+        with self.lock:
+            if error:
+                sys.stdout.write(tag(self.who, "stderr", error))
+            sys.stdout.write(f"{END_MARK}{self.who}#{self.attempt}]\n")
+            sys.stdout.flush()
+
+    def stop(self, grace: float) -> None:
+        """SIGTERM the replica's process group, SIGKILL what is left after ``grace`` seconds."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 0.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                proc.wait(timeout=wait or None)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+class Driver:
+    """One app's run: placement groups, one actor per replica attempt, retries, the summary."""
+
+    def __init__(self, ray: Any, plan: Dict[str, Any]) -> None:
+        self.ray = ray
+        self.plan = plan
+        self.roles: List[Dict[str, Any]] = plan["roles"]
+        self.actor_class = ray.remote(max_concurrency=4)(ReplicaRunner)
+        self.pgs: List[Any] = []
+        self.actors: Dict[Key, Any] = {}
+        self.attempts: Dict[Key, int] = {}
+        self.running: Dict[Any, Key] = {}
+        self.codes: Dict[Key, Optional[int]] = {}
+        self.role_restarts = [0] * len(self.roles)
+        self.app_restarts = 0
+        self.rank0: Dict[Key, str] = {}
+        self.ended: set = set()
+        self.seen: set = set()
+        self.seen_lock = threading.Lock()
+
+    # -- placement -------------------------------------------------------------------
+
+    def where(self) -> Tuple[List[Dict[str, float]], str]:
+        nodes = [dict(n.get("Resources") or {}) for n in self.ray.nodes() if n.get("Alive")]
+        return nodes, f"the cluster has {len(nodes)} node(s)"
+
+    def place(self) -> Optional[str]:
+        """Create every role's placement group and wait for all; why they cannot be placed, or None."""
+        from ray.util.placement_group import placement_group
+
+        problem = never_fits(self.roles, *self.where())
+        if problem:
+            return problem
+        for role in self.roles:
+            self.pgs.append(placement_group(role["bundles"], strategy=role["strategy"], name=role["role"]))
+        timeout = self.plan.get("placement_timeout")
+        start = last_report = time.monotonic()
+        waiting = {pg.ready(): role["role"] for pg, role in zip(self.pgs, self.roles)}
+        while waiting:
+            ready, _ = self.ray.wait(list(waiting), num_returns=len(waiting), timeout=PLACEMENT_POLL_S)
+            for ref in ready:
+                waiting.pop(ref)
+            if not waiting:
+                break
+            problem = never_fits(self.roles, *self.where())  # the cluster may have lost a node
+            if problem:
+                return problem
+            now = time.monotonic()
+            pending = ", ".join(sorted(waiting.values()))
+            if timeout and now - start > timeout:
+                return (f"the placement groups of {pending} were not placed within placement_timeout={timeout}s;"
+                        f" the cluster has {self.ray.available_resources()} free")
+            if now - last_report >= PLACEMENT_REPORT_S:
+                say(f"waiting for the placement groups of {pending} (the cluster has"
+                    f" {self.ray.available_resources()} free)")
+                last_report = now
+        say(f"placed {len(self.pgs)} placement group(s) in {time.monotonic() - start:.1f}s")
+        self.find_rank0()
+        return None
+
+    def find_rank0(self) -> None:
+        """Each replica's ``TORCHSPEC_RANK0_HOST``: the node address of its role's replica 0, or 127.0.0.1 on that
+        same node (where torchrun then knows to host the rendezvous, whatever the node's name resolves to)."""
+        from ray.util import placement_group_table
+
+        addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in self.ray.nodes()}
+        for role_index, pg in enumerate(self.pgs):
+            nodes = {int(b): node for b, node in placement_group_table(pg)["bundles_to_node_id"].items()}
+            for k in range(len(self.roles[role_index]["replicas"])):
+                same = nodes.get(k) == nodes.get(0)
+                self.rank0[(role_index, k)] = LOOPBACK if same else addresses.get(nodes.get(0), "")
+
+    # -- replicas --------------------------------------------------------------------
+
+    def who(self, key: Key) -> str:
+        return f"{self.roles[key[0]]['role']}/{key[1]}"
+
+    def _actor(self, key: Key) -> Any:
+        role_index, k = key
+        bundle = self.roles[role_index]["bundles"][k]
+        custom = {r: v for r, v in bundle.items() if r not in ("CPU", "GPU", "memory")}
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        strategy = PlacementGroupSchedulingStrategy(placement_group=self.pgs[role_index],
+                                                    placement_group_bundle_index=k)
+        options: Dict[str, Any] = {"name": actor_name(self.roles[role_index]["role"], k, self.attempts[key]),
+                                   "num_cpus": bundle.get("CPU", 0), "num_gpus": bundle.get("GPU", 0),
+                                   "resources": custom, "max_restarts": 0, "scheduling_strategy": strategy}
+        if bundle.get("memory"):
+            options["memory"] = bundle["memory"]
+        return self.actor_class.options(**options).remote(self.who(key), self.attempts[key])
+
+    def start(self, keys: List[Key]) -> None:
+        """A new actor for each of ``keys`` (its next attempt), then its replica's command."""
+        for key in keys:
+            self.attempts[key] = self.attempts.get(key, -1) + 1
+            self.actors[key] = self._actor(key)
+        for key in keys:
+            replica = self.roles[key[0]]["replicas"][key[1]]
+            env = {**replica["env"], ENV_RANK0_HOST: self.rank0[key]}
+            self.running[self.actors[key].run.remote(replica["args"], env)] = key
+            self.codes[key] = None
+
+    def retire(self, key: Key) -> None:
+        """Kill the actor of ``key`` once its replica ended: its bundle is free for the next attempt."""
+        actor = self.actors.pop(key, None)
+        if actor is not None:
+            self.ended.add(f"{self.who(key)}#{self.attempts[key]}")
+            self.ray.kill(actor, no_restart=True)
+
+    def stop(self, keys: List[Key]) -> None:
+        """Stop the running replicas of ``keys`` (SIGTERM, then SIGKILL) and retire their actors."""
+        refs = [self.actors[key].stop.remote(STOP_GRACE_S) for key in keys if key in self.actors]
+        if refs:
+            self.ray.wait(refs, num_returns=len(refs), timeout=STOP_GRACE_S + 0.5)
+        for ref, key in list(self.running.items()):
+            if key in keys:
+                self.running.pop(ref)
+        for key in keys:
+            self.retire(key)
+
+    # -- the run ---------------------------------------------------------------------
+
+    def exit_code(self, ref: Any, key: Key) -> int:
+        try:
+            return int(self.ray.get(ref))
+        except Exception as e:  # the actor died under the replica: its node went away, or out of memory
+            say(f"{self.who(key)}: its actor died: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            return 1
+
+    def retry(self, key: Key, code: int) -> Optional[List[Key]]:
+        """The replicas to start again after ``key`` failed, as its role's retry policy says; None: no retry left."""
+        role_index = key[0]
+        role = self.roles[role_index]
+        policy, limit = role["retry_policy"], role["max_retries"]
+        if policy == "REPLICA":
+            if self.attempts[key] >= limit:
+                return None
+            keys = [key]
+        elif policy == "ROLE":
+            if self.role_restarts[role_index] >= limit:
+                return None
+            self.role_restarts[role_index] += 1
+            keys = [(role_index, k) for k in range(len(role["replicas"]))]
+        else:
+            if self.app_restarts >= limit:
+                return None
+            self.app_restarts += 1
+            keys = [(r, k) for r, other in enumerate(self.roles) for k in range(len(other["replicas"]))]
+        say(f"{self.who(key)} exited with code {code}; restarting {len(keys)} replica(s) ({policy} retry)")
+        self.stop([k for k in keys if k != key])
+        return keys
+
+    def run(self) -> int:
+        """Run the app to its end; the driver's exit code."""
+        self.start([(r, k) for r, role in enumerate(self.roles) for k in range(len(role["replicas"]))])
+        say(f"started {len(self.actors)} replica(s)")
+        while self.running:
+            ready, _ = self.ray.wait(list(self.running), num_returns=1, timeout=1.0)
+            for ref in ready:
+                key = self.running.pop(ref, None)
+                if key is None:
+                    continue
+                code = self.exit_code(ref, key)
+                self.codes[key] = code
+                self.retire(key)
+                if code == 0:
+                    continue
+                again = self.retry(key, code)
+                if again is None:
+                    say(f"{self.who(key)} exited with code {code}; stopping the app")
+                    self.note_ended()
+                    self.stop(list(self.actors))
+                    return self.finish("FAILED", key, code)
+                self.start(again)
+        return self.finish("SUCCEEDED", None, 0)
+
+    def note_ended(self) -> None:
+        """Record the exit codes of replicas that ended too (without waiting), before the rest are stopped."""
+        if not self.running:
+            return
+        done, _ = self.ray.wait(list(self.running), num_returns=len(self.running), timeout=0)
+        for ref in done:
+            key = self.running.pop(ref)
+            self.codes[key] = self.exit_code(ref, key)
+            self.retire(key)
+
+    def finish(self, state: str, failed: Optional[Key], code: int) -> int:
+        self.wait_for_lines()
+        replicas = {self.who(key): {"exit_code": self.codes.get(key), "restarts": attempt}
+                    for key, attempt in sorted(self.attempts.items())}
+        say(SUMMARY + json.dumps({"state": state, "failed": self.who(failed) if failed else None,
+                                  "exit_code": code, "replicas": replicas}, separators=(",", ":")))
+        return code if 0 <= code < 256 else 1
+
+    def on_log(self, data: Dict[str, Any]) -> None:
+        """Ray's log thread hands each batch of forwarded lines here too: note the replicas' end marks."""
+        for line in data.get("lines") or []:
+            at = line.find(END_MARK)
+            if at >= 0:
+                with self.seen_lock:
+                    self.seen.add(line[at + len(END_MARK):].rstrip().rstrip("]"))
+
+    def wait_for_lines(self) -> None:
+        """Wait (a little) until every ended replica's last line reached the job's log."""
+        deadline = time.monotonic() + FLUSH_WAIT_S
+        while time.monotonic() < deadline:
+            with self.seen_lock:
+                if self.ended <= self.seen:
+                    return
+            time.sleep(0.05)
+
+
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    raise Stopped()
+
+
+def _watch_logs(driver: Driver) -> bool:
+    """Route Ray's forwarded lines past :meth:`Driver.on_log` too; False where this Ray has no such hook."""
+    try:
+        from ray._private.ray_logging import global_worker_stdstream_dispatcher
+    except ImportError:
+        return False
+    global_worker_stdstream_dispatcher.add_handler("torchspec", driver.on_log)
+    return True
+
+
+def main() -> int:
+    plan = json.loads(os.environ[ENV_PLAN])
+    os.environ["RAY_DEDUP_LOGS"] = "0"  # every replica's lines, even where two print the same
+    import ray
+
+    ray.init(namespace=f"torchspec-{plan['app_id']}", log_to_driver=True, logging_level=logging.WARNING)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    driver = Driver(ray, plan)
+    if not _watch_logs(driver):
+        driver.wait_for_lines = lambda: time.sleep(1.0)  # type: ignore[method-assign]
+    try:
+        problem = driver.place()
+        if problem:
+            say(problem)
+            say(SUMMARY + json.dumps({"state": "FAILED", "failed": None, "exit_code": EXIT_UNSCHEDULABLE,
+                                      "unschedulable": problem}, separators=(",", ":")))
+            return EXIT_UNSCHEDULABLE
+        return driver.run()
+    except Stopped:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        say("stopped (SIGTERM): stopping every replica")
+        driver.stop(list(driver.actors))
+        say(SUMMARY + json.dumps({"state": "CANCELLED", "failed": None, "exit_code": EXIT_STOPPED},
+                                 separators=(",", ":")))
+        return EXIT_STOPPED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""The ray backend's names: job and actor states as AppStates, metadata keys, app ids, and the log-line format.
+
+The lowest module of the package, and one of the few the driver (which runs
+inside the Ray job, with nothing but the standard library and ray) imports:
+it reads nothing but the standard library and :mod:`torchspec.specs` names.
+
+The driver and the scheduler meet only through Ray: the job's metadata
+(what the app is), the actors' names (which replica, which attempt), and the
+job's log, every line of which the driver tags (:func:`tag`) so that
+``logs`` can give each replica its own lines back with their times.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Dict, Optional, Tuple
+
+from torchspec.specs import AppState
+
+BACKEND = "ray"
+#: Where the dashboard (the Job Submission API) is when neither the run option nor RAY_ADDRESS says.
+DEFAULT_ADDRESS = "127.0.0.1:8265"
+ENV_ADDRESS = "RAY_ADDRESS"
+#: The environment variable of the job's runtime_env that carries the driver's plan, as JSON.
+ENV_PLAN = "TORCHSPEC_RAY_PLAN"
+#: The job's entrypoint: the driver, shipped with torchspec (see README, "The ray scheduler").
+DRIVER_MODULE = "torchspec.schedulers.ray.driver"
+
+#: Job metadata keys torchspec sets; a job whose metadata lacks META_APP is not torchspec's.
+META_APP = "torchspec.app"
+META_SPEC = "torchspec.spec"
+META_SESSION = "torchspec.session"
+META_PREFIX = "torchspec."
+
+STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+#: Exit code of the driver when the app can never be placed (or not within placement_timeout).
+EXIT_UNSCHEDULABLE = 75
+#: What the driver exits with when it was stopped (SIGTERM): 128 + 15, as a shell reports it.
+EXIT_STOPPED = 143
+
+#: Ray's job states (``ray.job_submission.JobStatus``) as AppStates.
+JOB_STATES: Dict[str, AppState] = {
+    "PENDING": AppState.PENDING,
+    "RUNNING": AppState.RUNNING,
+    "STOPPED": AppState.CANCELLED,
+    "SUCCEEDED": AppState.SUCCEEDED,
+    "FAILED": AppState.FAILED,
+}
+
+#: Ray's actor states as the state of the replica the actor runs.  A DEAD actor is one whose replica ended:
+#: the driver kills an actor once its replica exited, so while the job runs, DEAD means the replica is done.
+ACTOR_STATES: Dict[str, AppState] = {
+    "DEPENDENCIES_UNREADY": AppState.PENDING,
+    "PENDING_CREATION": AppState.PENDING,
+    "RESTARTING": AppState.PENDING,
+    "ALIVE": AppState.RUNNING,
+    "DEAD": AppState.SUCCEEDED,
+}
+
+#: What a role's name may be (it names actors, placement groups and log tags).
+_ROLE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+#: An app id: the dashboard's host:port, then the submission id (``127.0.0.1:8265-trainer-k3x9q2``), as TorchX.
+_APP_ID = re.compile(r"^(?P<address>[A-Za-z0-9_.\-\[\]:]+:\d+)-(?P<sid>[A-Za-z0-9][A-Za-z0-9_.-]*)$")
+
+
+def job_state(status: str) -> AppState:
+    """The AppState of a Ray job status (``JobStatus.RUNNING`` or ``"RUNNING"``)."""
+    name = str(getattr(status, "value", status) or "").upper()
+    return JOB_STATES.get(name, AppState.UNKNOWN)
+
+
+def is_role_name(name: str) -> bool:
+    return bool(_ROLE_NAME.match(name or ""))
+
+
+def make_app_id(address: str, submission_id: str) -> str:
+    return f"{address}-{submission_id}"
+
+
+def split_app_id(app_id: str) -> Optional[Tuple[str, str]]:
+    """(dashboard address, submission id) of an app id; None for anything else."""
+    match = _APP_ID.match(app_id or "")
+    return (match.group("address"), match.group("sid")) if match else None
+
+
+# -- actors: one per replica attempt -------------------------------------------
+
+
+def actor_name(role: str, replica_id: int, attempt: int) -> str:
+    """``trainer/1#0``: the actor of replica 1 of role trainer, first attempt (unique within the job's namespace)."""
+    return f"{role}/{replica_id}#{attempt}"
+
+
+def parse_actor_name(name: str) -> Optional[Tuple[str, int, int]]:
+    """(role, replica id, attempt) of an actor the driver named; None for any other actor."""
+    match = re.fullmatch(r"(.+)/(\d+)#(\d+)", name or "")
+    return (match.group(1), int(match.group(2)), int(match.group(3))) if match else None
+
+
+# -- log lines -------------------------------------------------------------------
+
+#: The tag the driver's replicas put on each of their lines, and the driver on its own.
+_TAG = re.compile(r"\[torchspec (?P<who>driver|[A-Za-z0-9_.-]+/\d+) (?:(?P<stream>stdout|stderr) )?"
+                  r"(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z)\] ?")
+#: The driver's last line: what each replica did, as JSON (``describe`` reads it from a failed job's message).
+SUMMARY = "summary "
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One tagged line of the job's log: who wrote it, which stream, when, and the text (ending in ``\\n``)."""
+
+    who: str
+    stream: Optional[str]
+    time: datetime
+    text: str
+
+
+def now_stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def tag(who: str, stream: Optional[str], text: str, stamp: Optional[str] = None) -> str:
+    """``[torchspec trainer/0 stdout 2026-01-02T03:04:05.678901Z] text``: a line as it goes into the job's log."""
+    middle = f"{who} {stream}" if stream else who
+    return f"[torchspec {middle} {stamp or now_stamp()}] {text}"
+
+
+def parse_line(line: str) -> Optional[LogLine]:
+    """The tagged line inside one line of the job's log (after Ray's ``(actor pid=...)`` prefix); None if untagged."""
+    match = _TAG.search(line)
+    if match is None:
+        return None
+    when = datetime.strptime(match.group("time"), "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    text = line[match.end():]
+    return LogLine(match.group("who"), match.group("stream"), when, text if text.endswith("\n") else text + "\n")

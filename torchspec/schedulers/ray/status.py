@@ -1,0 +1,124 @@
+"""What Ray's answers mean for torchspec: a job, its actors and its driver's summary as a DescribeAppResponse. Pure.
+
+- The app's state is the job's (:data:`~.states.JOB_STATES`), except that a
+  running job whose driver has not started any replica yet (its placement
+  groups wait) is PENDING.
+- While the job runs, each replica's state is that of its latest actor
+  (``role/k#attempt``), and its restarts are its attempts less one.
+- Once the job ended, the driver's summary line (in a failed job's message,
+  which holds the tail of its log) says which replica failed with which exit
+  code, or why the app could not be placed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from torchspec.schedulers.api import DescribeAppResponse, ReplicaRunStatus
+from torchspec.schedulers.ray.states import (
+    ACTOR_STATES,
+    META_SESSION,
+    META_SPEC,
+    SUMMARY,
+    job_state,
+    parse_actor_name,
+    parse_line,
+)
+from torchspec.specs import AppState, Role, RoleStatus
+
+#: (role, replica id) -> (latest attempt, its actor's state, its node id)
+Latest = Dict[Tuple[str, int], Tuple[int, str, Optional[str]]]
+
+
+def latest_actors(actors: List[Mapping[str, Any]]) -> Latest:
+    """Each replica's latest attempt, from the actors' names; other actors are ignored."""
+    latest: Latest = {}
+    for actor in actors:
+        parsed = parse_actor_name(actor.get("name") or "")
+        if parsed is None:
+            continue
+        role, k, attempt = parsed
+        if (role, k) not in latest or latest[(role, k)][0] < attempt:
+            latest[(role, k)] = (attempt, str(actor.get("state")), actor.get("node_id"))
+    return latest
+
+
+def parse_summary(message: Optional[str]) -> Optional[Dict[str, Any]]:
+    """The driver's last summary line in ``message`` (a failed job's message ends with the log's tail)."""
+    for line in reversed((message or "").splitlines()):
+        parsed = parse_line(line)
+        if parsed is not None and parsed.who == "driver" and parsed.text.startswith(SUMMARY):
+            try:
+                return json.loads(parsed.text[len(SUMMARY):])
+            except ValueError:
+                return None
+    return None
+
+
+def rebuild_roles(metadata: Mapping[str, str]) -> List[Role]:
+    """The app's roles, from the spec the job's metadata keeps; none for a spec that cannot be read."""
+    from torchspec.specs.convert import build_app
+
+    try:
+        return build_app(json.loads(metadata.get(META_SPEC) or "{}")).roles
+    except (KeyError, TypeError, ValueError):
+        return []
+
+
+def _replica_state(app: AppState, running_job: bool, actor: Optional[Tuple[int, str, Optional[str]]],
+                   summary: Optional[Dict[str, Any]], who: str) -> Tuple[AppState, Optional[int]]:
+    """One replica's state and exit code."""
+    if running_job:
+        return (ACTOR_STATES.get(actor[1], AppState.UNKNOWN) if actor else AppState.PENDING), None
+    if app == AppState.SUCCEEDED:
+        return AppState.SUCCEEDED, 0
+    result = ((summary or {}).get("replicas") or {}).get(who)
+    if app == AppState.FAILED and result:
+        code = result.get("exit_code")
+        if code is None:
+            return AppState.CANCELLED, None  # stopped by the driver when another replica failed
+        return (AppState.SUCCEEDED if code == 0 else AppState.FAILED), code
+    return (AppState.CANCELLED if app == AppState.CANCELLED else app), None
+
+
+def describe_job(app_id: str, job: Any, actors: List[Mapping[str, Any]], node_ips: Mapping[str, str]
+                 ) -> DescribeAppResponse:
+    """The DescribeAppResponse of a torchspec job (``JobDetails``), its actors and the nodes' addresses."""
+    metadata = dict(getattr(job, "metadata", None) or {})
+    roles = rebuild_roles(metadata)
+    latest = latest_actors(actors)
+    state = job_state(getattr(job, "status", ""))
+    running_job = state == AppState.RUNNING
+    if running_job and not latest:
+        state = AppState.PENDING  # the driver waits for its placement groups (or is starting)
+    summary = parse_summary(getattr(job, "message", None)) if state == AppState.FAILED else None
+    roles_statuses = []
+    for role in roles:
+        replicas = []
+        for k in range(role.num_replicas):
+            actor = latest.get((role.name, k))
+            replica_state, code = _replica_state(state, running_job, actor, summary, f"{role.name}/{k}")
+            replicas.append(ReplicaRunStatus(
+                id=k, state=replica_state, role=role.name, hostname=node_ips.get(actor[2] or "", "") if actor else "",
+                exit_code=code, num_restarts=actor[0] if actor else 0))
+        roles_statuses.append(RoleStatus(role=role.name, replicas=replicas))
+    return DescribeAppResponse(
+        app_id=app_id, state=state, num_restarts=max((a[0] for a in latest.values()), default=0),
+        msg=_message(state, running_job, job, summary), roles_statuses=roles_statuses, roles=roles,
+        ui_url=None, metadata={"submission_id": str(getattr(job, "submission_id", "") or ""),
+                               "ray_job_id": str(getattr(job, "job_id", "") or ""),
+                               "session_name": metadata.get(META_SESSION, "")})
+
+
+def _message(state: AppState, running_job: bool, job: Any, summary: Optional[Dict[str, Any]]) -> str:
+    if state == AppState.PENDING and running_job:
+        return "waiting for the placement groups (every replica starts once all of them are placed)"
+    if state != AppState.FAILED:
+        return str(getattr(job, "message", "") or "")
+    if summary and summary.get("unschedulable"):
+        return f"the app cannot be placed: {summary['unschedulable']}"
+    if summary and summary.get("failed"):
+        return f"{summary['failed']} exited with code {summary.get('exit_code')}"
+    message = str(getattr(job, "message", "") or "")
+    return message.splitlines()[0] if message else f"the driver exited with code {getattr(job, 'driver_exit_code', '')}"
