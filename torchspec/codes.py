@@ -93,10 +93,13 @@ _ALL = [
                 "{\"name\": \"train\", \"roles\": []}",
     ),
     Code(
-        "TS104", "expansion-limit", ERROR, "Anchors and aliases expand to too many values, or nesting is too deep.",
-        why="YAML aliases can expand a tiny file into billions of values (a 'billion laughs' attack); "
-            "the loader stops at a fixed limit so a spec cannot exhaust memory.",
-        fix="Use fewer nested aliases, or move repeated parts into a Jinja macro under imports.",
+        "TS104", "expansion-limit", ERROR, "Aliases expand too far, values nest too deep, or a file holds too much.",
+        why="YAML aliases can expand a tiny file into billions of values (a 'billion laughs' attack), and deep "
+            "nesting can crash a recursive parser; the loader stops at fixed limits (100,000 values, 2 MiB of "
+            "text repeated by aliases, 64 levels of nesting, 1,000 documents a file, integers Python can convert) "
+            "so a spec cannot exhaust time or memory.",
+        fix="Use fewer nested aliases, flatten the document, split the file, or quote a huge number; move "
+            "repeated parts into a Jinja macro under imports.",
         example="# bad: each line multiplies the one before\n"
                 "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
                 "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]   # ... and so on\n"
@@ -113,10 +116,12 @@ _ALL = [
                 "env:\n  LOGLEVEL: DEBUG",
     ),
     Code(
-        "TS106", "unsupported-yaml", ERROR, "A YAML tag or value type that a spec cannot hold.",
+        "TS106", "unsupported-yaml", ERROR, "A YAML tag, value type or character that a spec cannot hold.",
         why="Specs hold only strings, numbers, booleans, null, lists and string-keyed mappings; tags such as "
-            "!!python/object or !!binary, and non-string keys, have no meaning in an AppDef (and some are unsafe).",
-        fix="Remove the tag, and write mapping keys as plain strings.",
+            "!!python/object or !!binary, and non-string keys, have no meaning in an AppDef (and some are unsafe). "
+            "A NUL or a lone surrogate written as an escape (\\0, \\u0000, \\ud800) fits no command line, "
+            "environment variable or file name, in any format.",
+        fix="Remove the tag or the character, and write mapping keys as plain strings.",
         example="# bad\n"
                 "metadata: {blob: !!binary aGVsbG8=}\n"
                 "# fix\n"

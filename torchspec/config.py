@@ -111,7 +111,8 @@ def load_config(start: str | None = None) -> Config:
         layers.append(project)
     for path, data in layers:
         config.files.append(path)
-        _merge(config, config.data, _anchor_component_paths(data, path), (), path)
+        data = _anchor_template_paths(_anchor_component_paths(data, path), path, confined=path != user)
+        _merge(config, config.data, data, (), path)
     return config
 
 
@@ -248,6 +249,32 @@ def _anchor_component_paths(data: dict[str, Any], config_path: str) -> dict[str,
             name = os.path.normpath(os.path.join(folder, os.path.expanduser(name)))
         anchored[name] = table
     return dict(data, component=anchored)
+
+
+def _anchor_template_paths(data: dict[str, Any], config_path: str, confined: bool) -> dict[str, Any]:
+    """``[lint] template_paths`` made absolute against the config file's folder; ``confined``: inside it only.
+
+    A project config comes with the specs it lints, so a pull request can
+    change it: were it free to name ``/`` a template folder, any spec could
+    read any file on the machine.  The user's own config may name any folder.
+    """
+    lint = data.get("lint")
+    entries = lint.get("template_paths") if isinstance(lint, dict) else None
+    if not isinstance(entries, list):
+        return data
+    folder = os.path.dirname(os.path.abspath(config_path))
+    anchored = []
+    for entry in entries:
+        if isinstance(entry, str):
+            entry = os.path.normpath(os.path.join(folder, os.path.expanduser(entry)))
+            # loader.sandbox.inside() written out: importing the loader would slow every command that reads config
+            real, root = os.path.realpath(entry), os.path.realpath(folder)
+            if confined and real != root and not real.startswith(root + os.sep):
+                raise UsageError(f"{config_path}: lint.template_paths names {entry}, outside the project folder "
+                                 f"{folder}", "a project config may name template folders inside the project only; "
+                                 "pass others with --template-path, or set them in your user config")
+        anchored.append(entry)
+    return dict(data, lint=dict(lint, template_paths=anchored))
 
 
 def _is_path(name: str) -> bool:

@@ -22,6 +22,7 @@ from torchspec.errors import Diagnostic, UsageError
 from torchspec import codes
 from torchspec.lint.result import EXIT_ERRORS, EXIT_OK, EXIT_USAGE, LintResult
 from torchspec.loader import LoadedFile, LoadOptions, load_text
+from torchspec.loader.sandbox import inside
 from torchspec.loader.source import FORMATS, MAX_FILE_BYTES, detect_format, read_text, too_large
 from torchspec.errors import did_you_mean
 
@@ -121,8 +122,16 @@ def is_selected(code: str, select: list[str], ignore: list[str]) -> bool:
     return not any(code.startswith(i) for i in ignore)
 
 
-def discover(paths: Iterable[str], exclude: Iterable[str] = ()) -> Iterator[tuple[str, bool]]:
-    """``(path, named)`` for each candidate file; ``named`` files were given explicitly."""
+def discover(paths: Iterable[str], exclude: Iterable[str] = (),
+             skipped: list[str] | None = None) -> Iterator[tuple[str, bool]]:
+    """``(path, named)`` for each candidate file; ``named`` files were given explicitly.
+
+    A file found in a folder is read only if it is a regular file inside
+    that folder: a symlink out of it (``x.yaml -> ~/.aws/credentials``,
+    ``-> /proc/self/environ``) or to a FIFO or a device (which would hang
+    the read) is skipped, and said so in ``skipped``.  A repository can hold
+    such symlinks; files named on the command line are the caller's choice.
+    """
     patterns = list(exclude)
 
     def excluded(path: str) -> bool:
@@ -135,12 +144,18 @@ def discover(paths: Iterable[str], exclude: Iterable[str] = ()) -> Iterator[tupl
 
     for path in paths:
         if os.path.isdir(path):
+            root = os.path.realpath(path)
             for folder, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not excluded(os.path.join(folder, d)))
                 for name in sorted(files):
                     full = os.path.join(folder, name)
-                    if os.path.splitext(name)[1].lower() in FORMATS and not excluded(full):
+                    if os.path.splitext(name)[1].lower() not in FORMATS or excluded(full):
+                        continue
+                    why = _unsafe_to_read(full, root)
+                    if why is None:
                         yield full, False
+                    elif skipped is not None:
+                        skipped.append(f"skipped {full}: {why}")
         elif os.path.exists(path):
             if not excluded(path):
                 yield path, True
@@ -148,9 +163,23 @@ def discover(paths: Iterable[str], exclude: Iterable[str] = ()) -> Iterator[tupl
             raise UsageError(f"no such file or folder: {path}")
 
 
+def _unsafe_to_read(path: str, root: str) -> str | None:
+    """Why a file found under ``root`` must not be read (see :func:`discover`), or None."""
+    import stat
+
+    real = os.path.realpath(path)
+    if not inside(real, [root]):
+        return f"a symlink to {real}, outside the folder linted"
+    try:
+        mode = os.stat(real).st_mode
+    except OSError:
+        return None  # reading reports it (TS001)
+    return None if stat.S_ISREG(mode) else "not a regular file (a FIFO, socket or device)"
+
+
 def lint_paths(paths: Iterable[str], options: LintOptions | None = None) -> LintResult:
     run = _Run(options or LintOptions())
-    for path, named in discover(paths, run.options.exclude):
+    for path, named in discover(paths, run.options.exclude, run.result.notes):
         run.add(lint_file(path, named and not run.options.only_specs, run.load_options))
     return run.finish()
 

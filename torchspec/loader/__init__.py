@@ -116,8 +116,9 @@ def load_text(text: str, path: str = "<string>", fmt: str = "yaml", options: Loa
     if any(d.is_error for d in problems):
         return result  # documents after a syntax error are not trustworthy
     values_file = read_params_file(options.params_file, options.source) if options.params_file else None
+    has_templates = _has_markers(text)  # once: per document, a file of many documents took quadratic time
     for doc in docs:
-        result.documents.append(_load_document(doc, options, values_file, has_templates=_has_markers(text)))
+        result.documents.append(_load_document(doc, options, values_file, has_templates=has_templates))
     return result
 
 
@@ -300,6 +301,8 @@ def _checked(out: LoadedDocument, doc: Document, declared: dict[str, Any], sourc
     _unused_params(out, doc, declared, sources, renderer)
     if has_templates and _schema_problems(out, doc, validator(strict=True), data=out.rendered, skip=doubtful):
         return out
+    if doubtful and any(True for _ in validator(strict=True).issues(out.rendered)):
+        return out  # lint's stand-in for a param gave a field the wrong type: the rules trust types, so they cannot run
     from torchspec.loader import rules
 
     rendered_doc = Document(doc.file, doc.text, out.rendered, doc.index, doc.positions, doc.key_positions, doc.format)

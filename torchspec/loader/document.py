@@ -18,6 +18,17 @@ Path = tuple[PathPart, ...]
 Position = tuple[int, int]  # 1-based line and column
 
 
+#: The last text split into lines, and its lines: the documents of one file share one text, and
+#: splitting it once per document made a file of many small documents cost quadratic memory.
+_LAST_SPLIT: list[Any] = [None, []]
+
+
+def _split(text: str) -> list[str]:
+    if _LAST_SPLIT[0] is not text:
+        _LAST_SPLIT[:] = [text, text.splitlines()]
+    return _LAST_SPLIT[1]  # type: ignore[no-any-return]
+
+
 @dataclass
 class Document:
     file: str
@@ -51,10 +62,11 @@ class Document:
         if line is None:
             return None
         if self._lines is None:
-            self._lines = self.text.splitlines()
+            self._lines = _split(self.text)
         if 1 <= line <= len(self._lines):
             return self._lines[line - 1]
         return None
+
 
     def diagnostic(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from bisect import bisect_right
 from typing import Any, Callable
 
@@ -20,11 +21,15 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from torchspec.errors import Diagnostic
 from torchspec.loader.document import Document, Path, Position
+from torchspec.loader.scan import MAX_DEPTH, toml_may_nest, toml_too_deep, yaml_may_nest, yaml_too_deep
 
 #: Values one document may expand to through aliases; real specs hold a few hundred.
 MAX_VALUES = 100_000
-#: Nesting depth; real specs nest about six levels.
-MAX_DEPTH = 64
+#: YAML documents one file may hold (``---`` separated); each costs memory however small it is.
+MAX_DOCUMENTS = 1000
+#: Characters of text aliases may repeat in one document (a 1 MiB string aliased 1,000 times is a bomb
+#: that stays under MAX_VALUES); the same as the largest file, so aliases at most double a document.
+MAX_ALIAS_CHARS = 2 * 1024 * 1024
 
 _YAMLLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SCALARS = SafeConstructor()
@@ -45,17 +50,64 @@ class _ParseError(Exception):
         self.hint = hint
 
 
+_UNHOLDABLE = re.compile("[\x00\ud800-\udfff]")
+_UNHOLDABLE_HINT = "remove it: no command line, environment variable or file name can hold it"
+
+
+def unholdable(text: str) -> str | None:
+    """What in ``text`` no process can be given (a NUL, a lone surrogate), described; None when nothing.
+
+    Escapes let a spec write them (YAML ``"\\0"``, JSON ``"\\u0000"``,
+    ``"\\ud800"``); left in, they fail the job at launch, or torchspec when it
+    prints the value.
+    """
+    m = _UNHOLDABLE.search(text)
+    if m is None:
+        return None
+    return "a NUL character" if m.group() == "\x00" else f"the lone surrogate \\u{ord(m.group()):04x} (not a character)"
+
+
+def unholdable_in(data: Any) -> tuple[Path, str] | None:
+    """The first string or key under ``data`` holding what :func:`unholdable` finds, as (path, message)."""
+    stack: list[tuple[Path, Any]] = [((), data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str) and unholdable(value):
+            return path, f"the string holds {unholdable(value)}"
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if unholdable(key):
+                    return path, f"a key holds {unholdable(key)}"
+                stack.append((path + (key,), item))
+        elif isinstance(value, list):
+            stack.extend((path + (i,), item) for i, item in enumerate(value))
+    return None
+
+
+def _long_number(position: Position | None) -> _ParseError:
+    """An integer longer than Python converts (``sys.get_int_max_str_digits``), as TS104 at ``position``."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+    return _ParseError("TS104", f"the number has more than {limit} digits", position,
+                       'no spec field takes such a number; quote it to keep it as text: "123..."')
+
+
+#: The last text split at "\n", and its lines: see _line_of.
+_SPLIT: list[Any] = [None, []]
+
+
 def _line_of(text: str, line: int | None) -> str | None:
-    """The text of 1-based ``line``, without splitting the whole file."""
+    """The text of 1-based ``line``.
+
+    The split is kept for the next call on the same text: a file with
+    thousands of problems (20,000 duplicate keys) looked each line up from
+    the start, which took quadratic time.
+    """
     if not line or line < 1:
         return None
-    start = 0
-    for _ in range(line - 1):
-        start = text.find("\n", start) + 1
-        if start == 0:
-            return None
-    end = text.find("\n", start)
-    return text[start:] if end < 0 else text[start:end].rstrip("\r")
+    if _SPLIT[0] is not text:
+        _SPLIT[:] = [text, text.split("\n")]
+    lines: list[str] = _SPLIT[1]
+    return lines[line - 1].rstrip("\r") if line <= len(lines) else None
 
 
 def _diagnostic(file: str, text: str, err: _ParseError, index: int = 0) -> Diagnostic:
@@ -73,17 +125,28 @@ def parse(text: str, file: str, fmt: str) -> Parsed:
 # ---------------------------------------------------------------- YAML
 
 
+def _too_deep(position: Position | None) -> _ParseError:
+    """The one TS104 for nesting, whatever the format, at the value that crosses the limit."""
+    return _ParseError("TS104", f"values are nested more than {MAX_DEPTH} levels deep", position,
+                       "flatten the document: real specs nest about six levels")
+
+
 def parse_yaml(text: str, file: str) -> Parsed:
     docs: list[Document] = []
-    if text.count("[") + text.count("{") > 2000:
-        problem = _yaml_depth_problem(text)
-        if problem:
-            return [], [_diagnostic(file, text, problem)]
+    if text and yaml_may_nest(text):  # libyaml's composer recurses in C: deep enough, it crashes the interpreter
+        deep = yaml_too_deep(text, _YAMLLoader)
+        if deep:
+            return [], [_diagnostic(file, text, _too_deep(deep))]
     loader = _YAMLLoader(text)
     try:
         index = 0
         while loader.check_node():
             node = loader.get_node()
+            if index == MAX_DOCUMENTS:
+                mark = node.start_mark
+                return docs, [_diagnostic(file, text, _ParseError(
+                    "TS104", f"the file holds more than {MAX_DOCUMENTS} documents", (mark.line + 1, mark.column + 1),
+                    "split the file; real multi-app files hold a few documents"), index)]
             builder = _YamlBuilder(file, text, index)
             try:
                 data = builder.build(node, (), 0)
@@ -95,34 +158,17 @@ def parse_yaml(text: str, file: str) -> Parsed:
             index += 1
     except yaml.MarkedYAMLError as e:
         return docs, [_diagnostic(file, text, _yaml_syntax_error(e, text), len(docs))]
-    except yaml.YAMLError as e:  # errors without a mark (encoding, reader)
+    except yaml.reader.ReaderError as e:  # a character YAML does not allow, anywhere in the file
+        position = _Lines(text).position(e.position) if isinstance(e.position, int) else None
+        what = f"U+{e.character:04X}" if isinstance(e.character, int) else repr(e.character)
+        return docs, [_diagnostic(file, text, _ParseError(
+            "TS101", f"the character {what} is not allowed in YAML ({e.reason})", position,
+            'remove it, or write it as an escape in a double-quoted string: "\\x07"'), len(docs))]
+    except yaml.YAMLError as e:  # errors without a mark
         return docs, [Diagnostic("TS101", str(e), file=file, document=len(docs))]
     finally:
         loader.dispose()
     return docs, []
-
-
-def _yaml_depth_problem(text: str) -> _ParseError | None:
-    """Measure flow nesting with the event parser, which does not recurse.
-
-    libyaml's composer recurses once per nesting level and crashes the
-    interpreter on tens of thousands of ``[``; this check runs first when a
-    file has enough brackets to get there.
-    """
-    depth = 0
-    try:
-        for event in yaml.parse(text, Loader=_YAMLLoader):
-            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    mark = event.start_mark
-                    return _ParseError("TS104", f"values are nested more than {MAX_DEPTH} levels deep",
-                                       (mark.line + 1, mark.column + 1), "flatten the document")
-            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-                depth -= 1
-    except yaml.YAMLError:
-        return None  # the composer reports the syntax error with its position
-    return None
 
 
 _YAML_HINTS = [
@@ -160,6 +206,10 @@ class _YamlBuilder:
         self.key_positions: dict[Path, Position] = {}
         self.duplicates: list[Diagnostic] = []
         self.count = 0
+        self.seen: set[int] = set()  # the scalar nodes built once: building one again is an alias's copy
+        self.repeated = 0  # characters of text aliases repeated
+        self.aliases = "*" in text  # without an alias no node is built twice
+        self.escapes = "\\" in text  # a NUL or a surrogate can only be written as an escape
 
     def build(self, node: Node, path: Path, depth: int) -> Any:
         self.count += 1
@@ -168,8 +218,16 @@ class _YamlBuilder:
         if self.count > MAX_VALUES:
             raise _ParseError("TS104", f"the document expands to more than {MAX_VALUES} values",
                               where, "anchors and aliases (&a, *a) must not multiply the document")
+        if self.aliases and isinstance(node, ScalarNode):
+            if id(node) in self.seen:
+                self.repeated += len(node.value)
+                if self.repeated > MAX_ALIAS_CHARS:
+                    raise _ParseError("TS104", f"aliases repeat more than {MAX_ALIAS_CHARS} characters of text",
+                                      where, "anchors and aliases (&a, *a) must not multiply the document")
+            else:
+                self.seen.add(id(node))
         if depth > MAX_DEPTH:
-            raise _ParseError("TS104", f"values are nested more than {MAX_DEPTH} levels deep", where)
+            raise _too_deep(where)
         self.positions[path] = where
         if isinstance(node, ScalarNode):
             return self._scalar(node, where)
@@ -185,11 +243,20 @@ class _YamlBuilder:
 
     def _scalar(self, node: ScalarNode, where: Position) -> Any:
         tag = node.tag
+        if tag == f"{_TAG}str" or tag in _TEXT_TAGS:
+            return self._text(node.value, where, "string")
         if tag in _SCALAR_TAGS:
-            return _SCALARS.construct_object(node) if tag != f"{_TAG}str" else node.value
-        if tag in _TEXT_TAGS:
-            return node.value
+            try:
+                return _SCALARS.construct_object(node)
+            except ValueError:  # an integer longer than Python converts
+                raise _long_number(where) from None
         raise self._bad_tag(node, where)
+
+    def _text(self, value: str, where: Position, what: str) -> str:
+        problem = self.escapes and unholdable(value)
+        if problem:
+            raise _ParseError("TS106", f"the {what} holds {problem}", where, _UNHOLDABLE_HINT)
+        return value
 
     def _bad_tag(self, node: Node, where: Position) -> _ParseError:
         tag = node.tag.replace(_TAG, "!!")
@@ -210,7 +277,7 @@ class _YamlBuilder:
                 hint = ('quote values that hold Jinja templates: key: "{{ value }}"' if "{{" in line
                         else "mapping keys must be plain strings")
                 raise _ParseError("TS106", "a mapping key must be a string, not a list or mapping", kwhere, hint)
-            key = key_node.value  # keys are taken as written: `on:` stays "on", `8080:` stays "8080"
+            key = self._text(key_node.value, kwhere, "key")  # taken as written: `on:` stays "on", `8080:` "8080"
             child = path + (key,)
             if key in out:
                 first = self.key_positions[child]
@@ -297,7 +364,7 @@ class _JsonParser:
 
     def value(self, i: int, path: Path, depth: int) -> tuple[Any, int]:
         if depth > MAX_DEPTH:
-            raise self.fail(i, f"values are nested more than {MAX_DEPTH} levels deep")
+            raise _too_deep(self.lines.position(i))
         self.positions[path] = self.lines.position(i)
         ch = self.text[i : i + 1]
         if ch == "{":
@@ -309,7 +376,12 @@ class _JsonParser:
         m = _NUMBER.match(self.text, i)
         if m and m.end() > i:
             number = m.group(0)
-            return (float(number) if m.group(1) or m.group(2) else int(number)), m.end()
+            if m.group(1) or m.group(2):
+                return float(number), m.end()
+            try:
+                return int(number), m.end()
+            except ValueError:  # longer than Python converts
+                raise _long_number(self.lines.position(i)) from None
         for word, literal in _LITERALS.items():
             if self.text.startswith(word, i):
                 return literal, i + len(word)
@@ -320,9 +392,13 @@ class _JsonParser:
 
     def string(self, i: int) -> tuple[str, int]:
         try:
-            return json.decoder.scanstring(self.text, i + 1)  # type: ignore[attr-defined,no-any-return]
+            value, end = json.decoder.scanstring(self.text, i + 1)  # type: ignore[attr-defined]
         except json.JSONDecodeError as e:
             raise self.fail(e.pos, e.msg) from None
+        problem = unholdable(value)
+        if problem:
+            raise _ParseError("TS106", f"the string holds {problem}", self.lines.position(i), _UNHOLDABLE_HINT)
+        return value, end
 
     def object(self, i: int, path: Path, depth: int) -> tuple[dict[str, Any], int]:
         out: dict[str, Any] = {}
@@ -402,24 +478,57 @@ def parse_toml(text: str, file: str) -> Parsed:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
+    deep = toml_may_nest(text) and toml_too_deep(text)  # tomllib recurses, and is quadratic on long dotted keys
+    if deep:
+        return [], [_diagnostic(file, text, _too_deep(deep))]
     try:
         data = tomllib.loads(text)
-    except RecursionError:
-        return [], [Diagnostic("TS104", "values are nested too deeply", file=file, line=1, column=1,
-                               hint="flatten the document")]
+    except RecursionError:  # pragma: no cover - the scan above finds every deep value first
+        return [], [_diagnostic(file, text, _too_deep(None))]
     except tomllib.TOMLDecodeError as e:
-        message = str(e)
-        m = _TOML_AT.search(message)
-        lines = text.splitlines()
-        position = (int(m.group(1)), int(m.group(2))) if m else None
-        if position is None and "end of document" in message:
-            position = (max(len(lines), 1), len(lines[-1]) + 1 if lines else 1)
-        message = _TOML_AT.sub("", message).replace("(at end of document)", "at the end of the file").strip()
-        bad_line = lines[position[0] - 1] if position and 0 < position[0] <= len(lines) else ""
-        hint = 'quote values that hold Jinja templates: key = "{{ value }}"' if "{{" in bad_line else None
-        return [], [_diagnostic(file, text, _ParseError("TS102", message, position, hint))]
+        return [], [_toml_syntax_error(text, file, str(e))]
+    except ValueError:  # an integer longer than Python converts (sys.get_int_max_str_digits)
+        digits = max(getattr(sys, "get_int_max_str_digits", lambda: 4300)(), 1)
+        m = re.search(r"[0-9](?:_?[0-9]){%d}" % digits, text)
+        return [], [_diagnostic(file, text, _long_number(_Lines(text).position(m.start()) if m else None))]
     positions, key_positions = _toml_positions(text)
-    return [Document(file, text, data, 0, positions, key_positions, "toml")], []
+    doc = Document(file, text, data, 0, positions, key_positions, "toml")
+    if "\\u0000" in text or "\\U00000000" in text:
+        problem = unholdable_in(data)
+        if problem:
+            return [], [doc.diagnostic("TS106", problem[1], problem[0], _UNHOLDABLE_HINT)]
+    return [doc], []
+
+
+_TOML_DUPLICATES = ("Cannot overwrite a value", "twice", "Cannot mutate immutable namespace")
+_DATE = re.compile(r"[=\[,]\s*\d{4}-\d{2}-\d{2}")
+
+
+def _toml_syntax_error(text: str, file: str, message: str) -> Diagnostic:
+    """tomllib's error with its position, a duplicate key as TS105 at the second key, and a hint where one helps."""
+    m = _TOML_AT.search(message)
+    lines = text.split("\n")
+    position = (int(m.group(1)), int(m.group(2))) if m else None
+    if position is None and "end of document" in message:
+        position = (len(lines), len(lines[-1]) + 1)
+    message = _TOML_AT.sub("", message).replace("(at end of document)", "at the end of the file").strip()
+    if any(needle in message for needle in _TOML_DUPLICATES):
+        duplicates: list[tuple[Path, Position, Position]] = []
+        _toml_positions(text, duplicates)
+        if duplicates:
+            path, first, second = duplicates[0]
+            return _diagnostic(file, text, _ParseError(
+                "TS105", f"duplicate key {_fmt(path)!r} (first defined on line {first[0]})", second,
+                "remove one of them; a TOML key or table may be defined once"))
+        return _diagnostic(file, text, _ParseError("TS105", f"a key or table is defined twice ({message})", position,
+                                                   "define each key and table once"))
+    bad_line = lines[position[0] - 1] if position and 0 < position[0] <= len(lines) else ""
+    hint = None
+    if "{{" in bad_line:
+        hint = 'quote values that hold Jinja templates: key = "{{ value }}"'
+    elif _DATE.search(bad_line):
+        hint = 'a bare date must be a real date (YYYY-MM-DD); quote it to keep it as text: key = "2024-13-45"'
+    return _diagnostic(file, text, _ParseError("TS102", message, position, hint))
 
 
 def _toml_key_parts(dotted: str) -> list[str]:
@@ -427,19 +536,21 @@ def _toml_key_parts(dotted: str) -> list[str]:
     return [a or b or c for a, b, c in parts]
 
 
-def _toml_positions(text: str) -> tuple[dict[Path, Position], dict[Path, Position]]:
+def _toml_positions(text: str, duplicates: list[tuple[Path, Position, Position]] | None = None,
+                    ) -> tuple[dict[Path, Position], dict[Path, Position]]:
     """Line (and column) of every key, found by scanning table headers and ``key =`` lines.
 
     tomllib keeps no positions; this scan gives the line of each key, which
     is what TOML errors need.  Values inside inline tables and multi-line
-    arrays fall back to their key's line through ``Document.locate``.
+    arrays fall back to their key's line through ``Document.locate``.  Keys
+    and tables written twice go to ``duplicates`` as (path, first, second).
     """
     positions: dict[Path, Position] = {(): (1, 1)}
     key_positions: dict[Path, Position] = {}
     array_counts: dict[Path, int] = {}
     current: Path = ()
     skip_until: Callable[[str], bool] | None = None
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text.split("\n"), 1):  # TOML breaks lines at \n only (splitlines has more)
         if skip_until is not None:
             if skip_until(line):
                 skip_until = None
@@ -460,6 +571,8 @@ def _toml_positions(text: str) -> tuple[dict[Path, Position], dict[Path, Positio
                 key_positions.setdefault(resolved, (lineno, line.index("[") + 1))
                 resolved += (index,)
             current = resolved
+            if duplicates is not None and current in positions and header.group(1) == "[":
+                duplicates.append((current, positions[current], (lineno, line.index("[") + 1)))
             positions[current] = (lineno, line.index("[") + 1)
             continue
         m = _TOML_KEY.match(line)
@@ -467,6 +580,8 @@ def _toml_positions(text: str) -> tuple[dict[Path, Position], dict[Path, Positio
             continue
         path = current + tuple(_toml_key_parts(m.group(1)))
         key_col = len(line) - len(line.lstrip()) + 1
+        if duplicates is not None and path in key_positions:
+            duplicates.append((path, key_positions[path], (lineno, key_col)))
         key_positions[path] = (lineno, key_col)
         positions[path] = (lineno, m.end() + 1)
         skip_until = _toml_continuation(line[m.end():])

@@ -19,7 +19,8 @@ from typing import Mapping, Protocol
 
 from torchspec.errors import Diagnostic
 
-#: Larger files are refused before parsing; real specs are a few KiB.
+#: Larger files are refused before parsing; real specs are a few KiB.  This also bounds every scalar,
+#: and (with parsers.MAX_ALIAS_CHARS) the text a document can hold.
 MAX_FILE_BYTES = 2 * 1024 * 1024
 
 FORMATS = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".json": "json"}
@@ -145,13 +146,42 @@ def read_text(path: str, max_bytes: int = MAX_FILE_BYTES,
 
 
 def too_large(path: str, max_bytes: int) -> Diagnostic:
-    """TS002: the file at ``path`` holds more than ``max_bytes`` bytes."""
-    return Diagnostic("TS002", f"the file is larger than {max_bytes} bytes", file=path,
-                      hint="spec files are small; split the file, or raise the limit with --max-file-size")
+    """TS002: the file at ``path`` holds more than ``max_bytes`` bytes; the hint names the limit and its docs."""
+    return Diagnostic("TS002", f"the file is larger than the limit of {max_bytes} bytes", file=path,
+                      hint=f"spec files are a few KiB; split this one (the limit is {MAX_FILE_BYTES // 1024 // 1024} "
+                           "MiB, see Security in README; lint takes --max-file-size BYTES)")
+
+
+_UTF16_32 = [(b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+             (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")]
+
+
+def _wide_encoding(data: bytes) -> str | None:
+    """UTF-16 or UTF-32 when ``data`` starts like it (a byte-order mark, or ASCII with NUL bytes between), else None."""
+    for bom, name in _UTF16_32:
+        if data.startswith(bom):
+            return name
+    head = data[:64]
+    if len(head) < 4 or not any(head):
+        return None
+    if not any(head[1::4] + head[2::4]) and (not any(head[3::4]) or not any(head[0::4])):
+        return "UTF-32"
+    if not any(head[1::2]) or not any(head[0::2]):
+        return "UTF-16"
+    return None
 
 
 def decode(data: bytes, path: str) -> tuple[str | None, Diagnostic | None]:
-    """Decode UTF-8 (a BOM is allowed), refusing binary content with the place it starts."""
+    """Decode UTF-8 (a BOM is allowed), refusing binary content with the place it starts.
+
+    UTF-16 and UTF-32 (what some Windows editors save) are refused by name,
+    rather than as "binary data", so the fix is obvious.
+    """
+    wide = _wide_encoding(data)
+    if wide is not None:
+        return None, Diagnostic("TS001", f"the file is {wide} text; spec files must be UTF-8", file=path,
+                                line=1, column=1,
+                                hint=f"save it as UTF-8, e.g. iconv -f {wide} -t UTF-8 FILE > FILE.utf8")
     nul = data.find(b"\x00")
     if nul >= 0:
         line, col = _position(data, nul)

@@ -6,11 +6,12 @@ case, ``"{{ name }}"`` or ``"job-{{ name }}"`` with plain param names, is
 substituted without Jinja at all (same result as Jinja's ``str()``), so specs
 with simple params never pay for importing and compiling Jinja.
 
-Safety: Jinja's immutable sandbox, undefined names are errors, files are only
-read from the spec's folder and configured template folders (checked after
-resolving symlinks), huge repetitions are refused and rendering a document
-has a time limit.  Environment variables are reachable only through
-``env("NAME", "default")``, and every name read is recorded.
+Safety: Jinja's immutable sandbox with size limits (``sandbox.py``), undefined
+names are errors, files are only read from the spec's folder and configured
+template folders (checked after resolving symlinks), and rendering a document
+has limits on its output, its time and its memory.  Environment variables are
+reachable only through ``env("NAME", "default")``, and every name read is
+recorded.
 """
 
 from __future__ import annotations
@@ -22,18 +23,27 @@ import os
 import re
 import signal
 import threading
+import time
 from typing import Any, Iterator
 
 from torchspec.errors import did_you_mean
+from torchspec.loader.parsers import unholdable_in
+from torchspec.loader.sandbox import (MAX_OUTPUT, MAX_REPEAT, MAX_TEMPLATE_BYTES, inside, is_too_big, make_environment,
+                                      size_of)
 from torchspec.loader.source import FILES, Source
 from torchspec.redaction import ENV_READ, redact_text
 
-#: The largest string or list one ``*`` may build in a template.
-MAX_REPEAT = 100_000
-#: The largest template file an import or include may read.
-MAX_TEMPLATE_BYTES = 1024 * 1024
+__all__ = ["ENV_READ", "MAX_DOCUMENT_OUTPUT", "MAX_OUTPUT", "MAX_RENDER_MEMORY", "MAX_REPEAT", "MAX_TEMPLATE_BYTES",
+           "RENDER_SECONDS", "Renderer", "RenderError", "is_template", "redact_env"]
+
 #: Seconds one document may spend rendering templates (main thread only).
 RENDER_SECONDS = 5.0
+#: Characters all the templates of one document may produce together.
+MAX_DOCUMENT_OUTPUT = 8 * MAX_OUTPUT
+#: Memory one document's rendering may add to the process (main thread, where /proc/self/statm exists).
+MAX_RENDER_MEMORY = 256 * 1024 * 1024
+#: How often the render clock and memory watch look (seconds).
+_TICK = 0.05
 
 _SIMPLE = re.compile(r"\{\{-?\s*([A-Za-z_][A-Za-z0-9_]*)\s*-?\}\}")
 _SINGLE = re.compile(r"\A\s*\{\{-?(.*?)-?\}\}\s*\Z", re.S)
@@ -103,11 +113,27 @@ class Renderer:
         self.files_read: set[str] = set()
         self._jinja: Any = None
         self._context: dict[str, Any] | None = None
+        self.produced = 0  # characters rendered so far, against MAX_DOCUMENT_OUTPUT
 
     # ------------------------------------------------------------ public
 
     def render(self, value: str) -> Any:
         """Render one value; a value that is exactly ``{{ expr }}`` keeps the expression's type."""
+        result = self._render(value)
+        size = size_of(result)
+        if size > MAX_OUTPUT:
+            raise RenderError("TS403", f"the template produced more than {MAX_OUTPUT} characters", _SMALL_HINT)
+        self.produced += size
+        if self.produced > MAX_DOCUMENT_OUTPUT:
+            raise RenderError("TS403", f"the templates of this document produced more than {MAX_DOCUMENT_OUTPUT} "
+                              "characters", _SMALL_HINT)
+        problem = unholdable_in(result)
+        if problem:
+            raise RenderError("TS404", f"the template produced a value that no process can take: {problem[1]}",
+                              "remove the NUL or surrogate escape from the template")
+        return result
+
+    def _render(self, value: str) -> Any:
         simple = self._render_simple(value)
         if simple is not _MISSING:
             return simple
@@ -116,7 +142,7 @@ class Renderer:
         try:
             if single and not any(t in single.group(1) for t in ("{{", "}}", "{%", "%}", "{#")):
                 return _plain(self._expression(single.group(1))(**self.context()))
-            return self._template(value).render(self.context())
+            return _streamed(self._template(value), self.context())
         except RenderError:
             raise
         except Exception as e:  # every Jinja failure becomes a RenderError with a code
@@ -143,27 +169,52 @@ class Renderer:
         return self._context
 
     @contextlib.contextmanager
-    def deadline(self, seconds: float = RENDER_SECONDS) -> Iterator[None]:
-        """Stop runaway templates (nested loops) after ``seconds``.
+    def deadline(self, seconds: float | None = None) -> Iterator[None]:
+        """Stop runaway templates after ``seconds``, or once they add :data:`MAX_RENDER_MEMORY` to the process.
 
+        The size checks stop every single operation from building much; this
+        stops many of them adding up (nested loops, lists of big strings).
         Uses SIGALRM, which only the main thread can receive; elsewhere the
         size limits still hold but there is no clock.
         """
         if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
             yield
             return
+        seconds = RENDER_SECONDS if seconds is None else seconds  # read now: tests may lower it
+        start = time.monotonic()
+        watching = [True]
+        base: list[int | None] = []  # memory at the first tick: a render done sooner never reads it
 
-        def expire(signum: int, frame: Any) -> None:
-            raise _Timeout()
+        def tick(signum: int, frame: Any) -> None:
+            if not watching[0]:
+                return
+            if time.monotonic() - start >= seconds:
+                reason = "time"
+            elif not base:
+                base.append(_resident_bytes())
+                return
+            elif base[0] is not None and (_resident_bytes() or 0) - base[0] > MAX_RENDER_MEMORY:
+                reason = "memory"
+            else:
+                return
+            watching[0] = False  # raise once: a second raise could land in the clean-up below
+            raise _Timeout(reason)
 
-        previous = signal.signal(signal.SIGALRM, expire)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
+        previous = signal.signal(signal.SIGALRM, tick)
+        signal.setitimer(signal.ITIMER_REAL, min(_TICK, seconds), _TICK)
         try:
             yield
-        except _Timeout:
+        except _Timeout as e:
+            if e.args[0] == "memory":
+                raise RenderError("TS403", f"templates used more than {MAX_RENDER_MEMORY // 2**20} MiB of memory",
+                                  _SMALL_HINT) from None
             raise RenderError("TS403", f"templates took longer than {seconds:g}s to render",
                               "templates must be small: avoid large or nested loops") from None
         finally:
+            try:
+                watching[0] = False
+            except _Timeout:  # the last tick landed here: the work is done, so it does not count
+                pass
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
 
@@ -184,6 +235,8 @@ class Renderer:
                 raise self._undefined(name)
         if len(matches) == 1 and _SINGLE.match(value) and matches[0].group(0).strip() == value.strip():
             return _copy(self.variables[matches[0].group(1)])
+        if len(value) + sum(size_of(self.variables[m.group(1)]) for m in matches) > MAX_OUTPUT:
+            raise RenderError("TS403", f"the template produced more than {MAX_OUTPUT} characters", _SMALL_HINT)
         return _SIMPLE.sub(lambda m: str(self.variables[m.group(1)]), value)
 
     def _undefined(self, name: str) -> RenderError:
@@ -227,7 +280,7 @@ class Renderer:
             return None
         for root in self.roots:
             real = self.source.realpath(os.path.join(root, path))
-            if _inside(real, self.roots) and self.source.is_file(real):
+            if inside(real, self.roots) and self.source.is_file(real):
                 return real
         return None
 
@@ -274,6 +327,8 @@ class Renderer:
         if isinstance(e, jx.TemplateNotFound):
             return RenderError("TS405", f"template file {e.name!r} not found in the allowed folders",
                                f"allowed folders: {', '.join(self.roots)}")
+        if is_too_big(e):
+            return RenderError("TS403", f"too large for the template sandbox: {e}", _SMALL_HINT)
         if isinstance(e, jx.SecurityError):
             return RenderError("TS403", f"not allowed in the template sandbox: {e}",
                                "templates may only use params, env(), imports and Jinja's filters")
@@ -287,32 +342,29 @@ class Renderer:
         return RenderError("TS404", f"{type(e).__name__}: {e}")
 
 
-_WIDTHS = re.compile(r"%[-+ #0]*(\d+)|%[-+ #0]*\d*\.(\d+)|\{[^{}]*:[^{}]*?(\d+)[^{}]*\}")
+_SMALL_HINT = (f"templates may build at most {MAX_OUTPUT:,} characters a value (README: Security); "
+               "build less text, or pass big data as a file the job reads")
 
 
-def _check_widths(fmt: str) -> None:
-    """Refuse format strings whose field widths would build huge strings (``%0999999999d``)."""
-    from jinja2.sandbox import SecurityError
+def _streamed(template: Any, context: dict[str, Any]) -> str:
+    """``template`` rendered, stopping as soon as its output passes MAX_OUTPUT rather than after building it all."""
+    parts: list[str] = []
+    total = 0
+    for piece in template.generate(context):
+        total += len(piece)
+        if total > MAX_OUTPUT:
+            raise RenderError("TS403", f"the template produced more than {MAX_OUTPUT} characters", _SMALL_HINT)
+        parts.append(piece)
+    return "".join(parts)
 
-    for match in _WIDTHS.finditer(fmt):
-        if any(g and int(g) > MAX_REPEAT for g in match.groups()):
-            raise SecurityError(f"format widths above {MAX_REPEAT} are not allowed")
 
-
-def _bounded(f: Any) -> Any:
-    """A filter whose numeric arguments (widths, lengths) are capped, and whose format string is checked."""
-    from jinja2.sandbox import SecurityError
-
-    @functools.wraps(f)
-    def bounded(*args: Any, **kwargs: Any) -> Any:
-        for value in list(args) + list(kwargs.values()):
-            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_REPEAT:
-                raise SecurityError(f"filter arguments above {MAX_REPEAT} are not allowed")
-        if f.__name__ == "do_format" and args and isinstance(args[0], str):
-            _check_widths(args[0])
-        return f(*args, **kwargs)
-
-    return bounded
+def _resident_bytes() -> int | None:
+    """This process's resident memory, where Linux tells (/proc/self/statm); None elsewhere."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _origin(e: BaseException) -> tuple[str, int] | None:
@@ -335,10 +387,6 @@ def _origin(e: BaseException) -> tuple[str, int] | None:
             found = file, next((t for t, c in reversed(pairs) if c <= tb.tb_lineno), 1)
         tb = tb.tb_next
     return found
-
-
-def _inside(real: str, roots: list[str]) -> bool:
-    return any(real == root or real.startswith(root + os.sep) for root in roots)
 
 
 def _syntax_hint(message: str) -> str | None:
@@ -405,9 +453,8 @@ def _note_read(path: str) -> None:
 
 
 def _make_environment(roots: list[str], source: Source) -> Any:
-    from jinja2 import BaseLoader, StrictUndefined, TemplateNotFound
+    from jinja2 import BaseLoader, TemplateNotFound
     from jinja2.loaders import split_template_path
-    from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
     class ConfinedLoader(BaseLoader):
         """Reads templates from ``source``, only from the allowed folders, after resolving symlinks.
@@ -423,7 +470,7 @@ def _make_environment(roots: list[str], source: Source) -> Any:
                 real = source.realpath(os.path.join(root, *pieces))
                 if not source.exists(real):
                     continue
-                if not _inside(real, roots) or not source.is_file(real) or source.size(real) > MAX_TEMPLATE_BYTES:
+                if not inside(real, roots) or not source.is_file(real) or source.size(real) > MAX_TEMPLATE_BYTES:
                     raise TemplateNotFound(template)
                 text = source.read(real, MAX_TEMPLATE_BYTES).decode("utf-8")
                 stamp = source.stamp(real)
@@ -437,29 +484,5 @@ def _make_environment(roots: list[str], source: Source) -> Any:
             _note_read(source.realpath(os.path.join(roots[0], *pieces)))  # missing: still what the spec uses
             raise TemplateNotFound(template)
 
-    class Sandbox(ImmutableSandboxedEnvironment):
-        intercepted_binops = frozenset(["*", "**", "%"])
+    return make_environment(ConfinedLoader())
 
-        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-            if operator == "**" and isinstance(right, (int, float)):
-                size = abs(left).bit_length() if isinstance(left, int) else 64
-                if abs(right) > 64 or size * abs(right) > 4096:
-                    raise SecurityError("powers larger than 4096 bits are not allowed")
-            if operator == "%" and isinstance(left, str):
-                _check_widths(left)
-            if operator == "*":
-                for seq, n in ((left, right), (right, left)):
-                    if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > MAX_REPEAT:
-                        raise SecurityError(f"repetition would build more than {MAX_REPEAT} items")
-            return super().call_binop(context, operator, left, right)
-
-        def getattr(self, obj: Any, attribute: str) -> Any:
-            if isinstance(obj, str) and attribute in ("format", "format_map"):
-                _check_widths(obj)  # "{:>999999999}".format(1)
-            return super().getattr(obj, attribute)
-
-    env = Sandbox(loader=ConfinedLoader(), undefined=StrictUndefined, autoescape=False)
-    for name in ("center", "indent", "wordwrap", "truncate", "format"):
-        env.filters[name] = _bounded(env.filters[name])
-    env.compiled_cache = {}  # see _compiled: it lives and dies with its environment
-    return env

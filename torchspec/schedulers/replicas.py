@@ -68,6 +68,24 @@ def replica_env(app_id: str, role_name: str, replica_id: int, num_replicas: int,
     }
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def env_line(key: str, value: str) -> str:
+    """``KEY=value`` for a dry run, always on one line.
+
+    A value holding a newline (or another control character) is shown the
+    way bash writes it, ``KEY=$'a\\nb'``: printed raw, its second line would
+    read as another variable (``a\\nFOO=bar`` as FOO) or as output of its own.
+    """
+    if not _CONTROL.search(value):
+        return f"{key}={value}"
+    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+    escaped = _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\u{ord(m.group()):04x}"), escaped)
+    return f"{key}=$'{escaped}'"
+
+
 def check_role_names(app: "AppDef") -> None:
     """Refuse an app without roles, or with two roles of one name (a role's name names its replicas)."""
     if not app.roles:
@@ -86,6 +104,7 @@ __all__ = [
     "ENV_ROLE_NAME",
     "check_role_names",
     "dns_label",
+    "env_line",
     "make_app_id",
     "replica_env",
 ]

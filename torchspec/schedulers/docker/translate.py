@@ -36,7 +36,7 @@ from torchspec.schedulers.docker.labels import (
 from torchspec.schedulers.api import labels_json, labels_of
 from torchspec.schedulers.docker.options import pull_policy, stop_timeout
 from torchspec.schedulers.images import check_container_images
-from torchspec.schedulers.replicas import ENV_RANK0_HOST, dns_label, replica_env
+from torchspec.schedulers.replicas import ENV_RANK0_HOST, dns_label, env_line, replica_env
 from torchspec.specs import AppDef, BindMount, CfgVal, DeviceMount, RetryPolicy, Role, VolumeMount, macros
 from torchspec.version import __version__
 
@@ -154,8 +154,8 @@ class DockerContainer:
         lines.append(f"    stop grace: {self.stop_timeout}s (SIGTERM, then SIGKILL)")
         lines.append("    env:")
         for key, value in self.env.items():
-            shown = "<copied from the submitting environment>" if key in self.host_env else value
-            lines.append(f"      {key}={shown}")
+            shown = f"{key}=<copied from the submitting environment>" if key in self.host_env else env_line(key, value)
+            lines.append(f"      {shown}")
         lines.append("    labels:")
         lines += [f"      {key}={value}" for key, value in self.labels.items() if key != LABEL_ROLE]
         lines.append(f"      {LABEL_ROLE}=<the role as JSON, for describe>")

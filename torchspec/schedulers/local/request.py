@@ -95,6 +95,8 @@ class ReplicaRequest(_Record):
         """The dry-run lines of this replica, indented under its role's line."""
         import shlex
 
+        from torchspec.schedulers.replicas import env_line  # only dry runs print: the supervisor never loads it
+
         path = f"{self.path_entry}:$PATH" if self.prepend_path else f"$PATH:{self.path_entry}"
         lines = [
             f"    {role}/{self.replica_id}:",
@@ -103,7 +105,7 @@ class ReplicaRequest(_Record):
             f"      PATH:     {path}",
             "      env:",
         ]
-        lines += [f"        {key}={value}" for key, value in self.env.items()]
+        lines += [f"        {env_line(key, value)}" for key, value in self.env.items()]
         lines.append(f"        {ENV_RESTART_COUNT}=<restarts so far, set at each launch>")
         lines.append(f"      output:   {self.output}")
         return lines
