@@ -106,3 +106,27 @@ def test_a_source_keeps_imports_inside_the_spec_folder(tmp_path: pathlib.Path) -
     files[f"{tmp_path}/outside.j2"] = "secret"
     loaded = load_file(f"{root}/job.yaml", LoadOptions(params={"n": "1"}, source=DictSource(files)))
     assert not loaded.ok and "TS405" in {d.code for d in loaded.all_diagnostics()}
+
+
+def test_a_template_edited_between_two_loads_in_one_process_is_seen(tmp_path: pathlib.Path) -> None:
+    """Compiled templates are cached per process (the language server, lint of many files): the cache must
+    notice an edit, even one that keeps the file's size and puts its modification time back (a tool that
+    restores times, or two saves within one tick of a coarse file-system clock)."""
+    for path, text in _files(str(tmp_path)).items():
+        pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+        pathlib.Path(path).write_text(text)
+    arg = tmp_path / "lib" / "arg.j2"
+    arg.write_text("--aaaa")
+    before = os.stat(arg)
+    doc = load_file(str(tmp_path / "job.yaml"), LoadOptions(params={"n": "1"})).documents[0]
+    assert doc.app is not None and doc.app.roles[0].args == ["--aaaa"]
+    arg.write_text("--bbbb")  # same size
+    os.utime(arg, ns=(before.st_atime_ns, before.st_mtime_ns))
+    doc = load_file(str(tmp_path / "job.yaml"), LoadOptions(params={"n": "1"})).documents[0]
+    assert doc.app is not None and doc.app.roles[0].args == ["--bbbb"]
+    replaced = tmp_path / "lib" / "arg.j2.new"  # an editor's atomic save: a new file renamed over the old
+    replaced.write_text("--cccc")
+    os.utime(replaced, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(replaced, arg)
+    doc = load_file(str(tmp_path / "job.yaml"), LoadOptions(params={"n": "1"})).documents[0]
+    assert doc.app is not None and doc.app.roles[0].args == ["--cccc"]

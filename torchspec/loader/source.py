@@ -78,10 +78,14 @@ class FileSource:
         return os.path.getsize(path)
 
     def stamp(self, path: str) -> object:
+        """Which file it is and when it last changed: its modification time alone misses an edit that keeps
+        it (restored by a tool, or within one tick of a coarse clock); its change time is the kernel's own,
+        and an editor's atomic save is another file."""
         try:
-            return os.path.getmtime(path)
+            st = os.stat(path)
         except OSError:
             return None
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 #: The default source: files on disk.
