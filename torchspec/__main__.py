@@ -1,5 +1,5 @@
 """``python -m torchspec`` runs the CLI."""
 
-from torchspec.cli.main import main
+from torchspec.cli.main import program
 
-main()
+program()

@@ -266,3 +266,22 @@ def test_a_config_key_that_is_no_run_option_is_warned_about_once(tmp_path) -> No
     r = run("dryrun", str(spec), cwd=tmp_path, env={"TORCHSPEC_HOME": str(tmp_path / "home")})
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("`bogus` in [scheduler.local] is not a run option") == 1
+
+
+@pytest.mark.parametrize("thread", [False, True])
+def test_the_executable_ends_at_once_yet_runs_atexit_waits_for_threads_and_flushes(tmp_path, thread: bool) -> None:
+    """`torchspec` (program()) skips the interpreter's teardown: what a normal exit does that a user can see
+    must still happen, and the exit code must be main()'s."""
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("name: a\nroles: [{name: r, image: i, entrypoint: e, num_replicas: -1}]\n")
+    code = ("import atexit, sys, threading, time\nfrom torchspec.cli.main import program\n"
+            "atexit.register(lambda: print('atexit ran', flush=True))\n"
+            + ("threading.Thread(target=lambda: (time.sleep(0.2), print('thread done', flush=True))).start()\n"
+               if thread else "") +
+            f"sys.argv = ['torchspec', 'lint', {str(spec)!r}]\nprogram()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 1, r.stderr
+    assert "TS" in r.stdout and r.stdout.rstrip().endswith("atexit ran")
+    assert ("thread done" in r.stdout) == thread
+    big = subprocess.run([sys.executable, "-m", "torchspec", "schema"], capture_output=True, text=True)
+    assert big.returncode == 0 and json.loads(big.stdout)["$defs"]  # all of it, flushed into a pipe

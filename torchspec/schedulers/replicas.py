@@ -11,7 +11,6 @@ import re
 import string
 from typing import TYPE_CHECKING, Dict
 
-from torchspec.errors import AppRefusedError
 
 if TYPE_CHECKING:
     from torchspec.specs import AppDef
@@ -88,6 +87,8 @@ def env_line(key: str, value: str) -> str:
 
 def check_role_names(app: "AppDef") -> None:
     """Refuse an app without roles, or with two roles of one name (a role's name names its replicas)."""
+    from torchspec.errors import AppRefusedError  # here: the local supervisor imports this module, bare
+
     if not app.roles:
         raise AppRefusedError(f"app {app.name!r} has no roles")
     names = [r.name for r in app.roles]

@@ -24,11 +24,9 @@ import contextlib
 import os
 import signal
 import sys
-import traceback
 from types import FrameType
 from typing import Any, Dict, Optional
 
-from torchspec.errors import StateError
 from torchspec.schedulers.local.processes import kill_orphans, kill_strays, set_child_subreaper
 from torchspec.schedulers.local.state import now_iso, read_state, running_groups, supervisor_died, update_state
 from torchspec.schedulers.local.states import TERMINAL
@@ -51,6 +49,8 @@ def start_guard(app_dir: str) -> None:
     try:
         code = _guard(pid, app_dir)
     except BaseException:
+        import traceback  # only now: the supervisor, forked from here, starts without it
+
         traceback.print_exc()
     finally:
         sys.stdout.flush()
@@ -73,6 +73,8 @@ def _how(status: int) -> str:
 
 def _guard(supervisor: int, app_dir: str) -> int:
     """Wait for the supervisor; if it left the app unfinished, stop every process of the app. Its exit code."""
+    from torchspec.errors import StateError  # in the guard alone: the supervisor starts without it
+
 
     def forward(signum: int, frame: Optional[FrameType]) -> None:
         with contextlib.suppress(ProcessLookupError):

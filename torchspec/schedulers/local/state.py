@@ -31,9 +31,8 @@ import re
 import threading
 import time
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from torchspec.errors import StateError
 from torchspec.schedulers.local.states import (
     FORMAT_VERSION,
     LOCK_FILE,
@@ -44,6 +43,9 @@ from torchspec.schedulers.local.states import (
     TERMINAL,
 )
 from torchspec.schedulers.local.request import LocalRequest
+
+if TYPE_CHECKING:
+    from torchspec.errors import StateError
 
 # App ids become folder names: no separators, no leading dot, nothing a shell
 # would need quoted.
@@ -60,7 +62,15 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def damaged(path: str, reason: object) -> StateError:
+def _state_error(message: str, hint: str) -> "StateError":
+    """A :class:`~torchspec.errors.StateError`, imported only now: the supervisor starts without
+    ``torchspec.errors`` and the ``dataclasses`` it brings (~9 ms of every local app's start)."""
+    from torchspec.errors import StateError
+
+    return StateError(message, hint)
+
+
+def damaged(path: str, reason: object) -> "StateError":
     """The error for an app file that cannot be used: which file, why, and what to do about it."""
     if isinstance(reason, OSError):
         reason = reason.strerror or reason
@@ -68,8 +78,8 @@ def damaged(path: str, reason: object) -> StateError:
         reason = "not UTF-8 text"
     elif isinstance(reason, ValueError):
         reason = f"not valid JSON ({reason})"
-    return StateError(f"the app folder is damaged: {path}: {reason}",
-                      f"once nothing of the app runs, remove {os.path.dirname(path)}")
+    return _state_error(f"the app folder is damaged: {path}: {reason}",
+                        f"once nothing of the app runs, remove {os.path.dirname(path)}")
 
 
 @contextlib.contextmanager
@@ -134,9 +144,9 @@ def _check_state(path: str, state: Any) -> None:
     """Raise StateError unless ``state`` has the types every reader relies on, in a format we know."""
     version = state.get("version", 1) if isinstance(state, dict) else None
     if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
-        raise StateError(f"{path} was written by a newer torchspec (format {version};"
-                         f" this one reads formats 1 to {FORMAT_VERSION})",
-                         "use a torchspec as new as the one that submitted the app")
+        raise _state_error(f"{path} was written by a newer torchspec (format {version};"
+                           f" this one reads formats 1 to {FORMAT_VERSION})",
+                           "use a torchspec as new as the one that submitted the app")
     roles = state.get("roles", {}) if isinstance(state, dict) else None
     shaped = (
         isinstance(version, int) and version >= 1
@@ -226,6 +236,8 @@ def load_request(app_dir: str) -> LocalRequest:
 
 def read_request(app_dir: str) -> Optional[LocalRequest]:
     """The app's ``request.json``, or None when it is missing or unreadable."""
+    from torchspec.errors import StateError
+
     try:
         return load_request(app_dir)
     except StateError:
