@@ -210,3 +210,36 @@ def test_symlinks_inside_and_template_paths_are_allowed(folders, how: str) -> No
                        options=LoadOptions(template_paths=(str(folders),)))
     assert loaded.ok, loaded.all_diagnostics()
     assert "SECRET" in loaded.documents[0].app.roles[0].args[0]
+
+
+def test_the_render_clock_is_not_lost_to_a_callback_that_swallows_it(monkeypatch) -> None:
+    """The clock's signal handler runs wherever Python is when the alarm comes: inside a gc callback, a
+    __del__ or a weakref callback the exception it raises is printed and dropped.  The render must still be
+    stopped (found by the long fuzz run: a template ran on for 8 s past a 1 s clock)."""
+    import gc
+    import signal
+
+    from torchspec.loader import template
+
+    monkeypatch.setattr(template, "RENDER_SECONDS", 0.3)
+    slept: list[bool] = []
+
+    def slow_callback(phase: str, info: dict) -> None:
+        clock_on = callable(signal.getsignal(signal.SIGALRM))
+        if phase == "start" and clock_on and not slept:  # a collection during the render outlives the clock
+            slept.append(True)
+            time.sleep(0.5)
+
+    busy = "{% for i in range(4000) %}{% for j in range(1000) %}{% set x = [i, j] %}{% endfor %}{% endfor %}"
+    thresholds = gc.get_threshold()
+    gc.callbacks.append(slow_callback)
+    gc.set_threshold(1)  # collect at once, during the render
+    try:
+        start = time.monotonic()
+        d = first_error(spec_with(busy))
+        took = time.monotonic() - start
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.callbacks.remove(slow_callback)
+    assert slept and d.code == "TS403" and "longer than 0.3s" in d.message, str(d)
+    assert took < 2.0, took

@@ -197,13 +197,17 @@ class Renderer:
                 reason = "memory"
             else:
                 return
-            watching[0] = False  # raise once: a second raise could land in the clean-up below
+            # Raised on every tick until the render is unwound: where the alarm lands in a gc callback, a
+            # __del__ or a weakref callback, Python prints the exception and drops it.
             raise _Timeout(reason)
 
         previous = signal.signal(signal.SIGALRM, tick)
         signal.setitimer(signal.ITIMER_REAL, min(_TICK, seconds), _TICK)
         try:
-            yield
+            try:
+                yield
+            finally:
+                watching[0] = False  # no raise after this; one that lands before is caught below all the same
         except _Timeout as e:
             if e.args[0] == "memory":
                 raise RenderError("TS403", f"templates used more than {MAX_RENDER_MEMORY // 2**20} MiB of memory",
@@ -211,10 +215,6 @@ class Renderer:
             raise RenderError("TS403", f"templates took longer than {seconds:g}s to render",
                               "templates must be small: avoid large or nested loops") from None
         finally:
-            try:
-                watching[0] = False
-            except _Timeout:  # the last tick landed here: the work is done, so it does not count
-                pass
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
 
