@@ -22,7 +22,12 @@ so that caches are warm):
   lint-templated  torchspec lint ONE generated file with templates (Jinja imported: information only)
   import-yaml  python -c "import yaml"
 
-and prints the ratios against their targets with PASS or MISS. The targets are
+then, with --memory-files N (default 10,000; 0 skips it), generates N more
+files and runs lint and the baseline once on them, reading each one's peak
+resident memory from the kernel (wait4's ru_maxrss): lint's must stay flat in
+the number of files, within 1.5x the baseline's on the same files.
+
+It prints the ratios against their targets with PASS or MISS. The targets are
 goals for the implementation, not assertions: the script exits 0 whatever the
 timings (pass --fail-on-miss to exit 1 on a MISS), and no test times anything.
 """
@@ -361,10 +366,34 @@ class Result:
 
 
 def run_once(cmd: list[str], env: dict) -> tuple[float, int, str]:
+    elapsed, rc, out, _ = run_measured(cmd, env)
+    return elapsed, rc, out
+
+
+def run_measured(cmd: list[str], env: dict) -> tuple[float, int, str, int]:
+    """Seconds, exit code, output and peak resident memory (bytes, from the kernel's wait4) of one run."""
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                            stdin=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - t0
-    return elapsed, proc.returncode, proc.stdout.decode("utf-8", "replace")
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, so that Popen does not wait again
+    proc.stdout.close()
+    return elapsed, proc.returncode, out.decode("utf-8", "replace"), usage.ru_maxrss * 1024
+
+
+def peak_memory(ts: list[str], folder: Path, env: dict) -> dict[str, int]:
+    """Peak resident bytes of one lint and one baseline run over ``folder``; exits on a failed run."""
+    peaks = {}
+    for name, cmd in (("lint", ts + ["lint", str(folder)]),
+                      ("baseline", [sys.executable, "-c", BASELINE, str(SCHEMA), str(folder)])):
+        _, rc, out, rss = run_measured(cmd, env)
+        if rc not in OK_EXIT[name]:
+            raise SystemExit(f"bench: {name} over {folder} exited {rc}: {out[-800:]}")
+        peaks[name] = rss
+    return peaks
 
 
 def measure(results: list[Result], repeats: dict[str, int], env: dict) -> None:
@@ -408,11 +437,36 @@ def count_diagnostics(ts: list[str], folder: Path, text_out: str, env: dict) -> 
     return len(lines), "counted from the text report"
 
 
+#: lint's peak resident memory over the most files, at most this times the baseline's over the same files
+MEMORY_TARGET = 1.5
+
+
+def report_memory(memory: dict[int, dict[str, int]], report: dict) -> int:
+    """Print the peak-memory rows and the verdict (lint / baseline on the most files); 1 on a MISS."""
+    mib = 1024 * 1024
+    print(f"\n{'peak resident memory':28} {'lint':>9} {'baseline':>9}")
+    for count, peaks in sorted(memory.items()):
+        print(f"{str(count) + ' files':28} {peaks['lint'] / mib:6.1f} MiB {peaks['baseline'] / mib:6.1f} MiB")
+    few, most = min(memory), max(memory)
+    if most > few:
+        growth = (memory[most]["lint"] - memory[few]["lint"]) / (most - few)
+        print(f"lint's growth: {growth / 1024:.2f} KiB a file from {few} to {most} files")
+    value = memory[most]["lint"] / memory[most]["baseline"]
+    ok = value <= MEMORY_TARGET
+    report["memory"] = {str(n): peaks for n, peaks in memory.items()}
+    report["ratios"][f"lint peak memory / baseline ({most} files)"] = {"value": value, "target": f"<= {MEMORY_TARGET}",
+                                                                       "pass": ok}
+    print(f"{'lint / baseline memory':28} {value:7.2f} {'<= ' + str(MEMORY_TARGET):>8}  {'PASS' if ok else 'MISS'}")
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=1000, help="number of spec files to generate (default 1000)")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs of each command; the median is reported (default 5)")
     ap.add_argument("--cjs-repeat", type=int, default=None, help="timed runs of check-jsonschema (default: min(repeat, 3); it is slow)")
+    ap.add_argument("--memory-files", type=int, default=10000,
+                    help="files for the peak-memory check, lint against the baseline (default 10000; 0 skips it)")
     ap.add_argument("--keep", metavar="DIR", help="generate the files into DIR and keep them (default: a temp folder, removed)")
     ap.add_argument("--seed", type=int, default=20240601, help="generator seed (default fixed, so runs compare)")
     ap.add_argument("--runner", choices=["auto", "script", "module"], default="auto",
@@ -501,6 +555,14 @@ def main(argv: list[str] | None = None) -> int:
             repeats["cjs"] = max(1, cjs_repeat)
         print(f"timing ({args.repeat} runs each" + (f", check-jsonschema {repeats['cjs']}" if "cjs" in repeats else "") + ") ...")
         measure(results, repeats, env)
+        memory: dict[int, dict[str, int]] = {}
+        if args.memory_files > 0:
+            memory[len(files)] = peak_memory(ts, folder, env)
+            with tempfile.TemporaryDirectory(prefix="torchspec-bench-memory-") as many:
+                t0 = time.perf_counter()
+                generate(Path(many), args.memory_files, args.seed)
+                print(f"generated {args.memory_files} specs for the memory check in {time.perf_counter() - t0:.1f} s")
+                memory[args.memory_files] = peak_memory(ts, Path(many), env)
     finally:
         if tmp is not None:
             tmp.cleanup()
@@ -524,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ratios = [
         ("lint / baseline", "lint", "baseline", "<=", 1.5),
-        ("check-jsonschema / lint", "cjs", "lint", ">=", 5.0),
+        ("check-jsonschema / lint", "cjs", "lint", ">=", 8.0),
         ("version / import-yaml", "version", "import-yaml", "<=", 1.5),
         ("lint-one / import-yaml", "lint-one", "import-yaml", "<=", 1.5),
     ]
@@ -547,6 +609,8 @@ def main(argv: list[str] | None = None) -> int:
         report["ratios"][label] = {"value": value, "target": f"{op} {target}", "pass": ok}
         verdict = f"INVALID ({', '.join(broken)} failed: exit {by[broken[0]].rc})" if broken else ("PASS" if ok else "MISS")
         print(f"{label:28} {value:7.2f} {op + ' ' + str(target):>8}  {verdict}")
+    if memory:
+        misses += report_memory(memory, report)
     if lint_diags:
         print(f"\nwarning: lint reported {lint_diags} diagnostics on generated specs that should be clean")
     if by["lint"].rc not in (0, None):

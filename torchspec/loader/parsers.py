@@ -32,6 +32,8 @@ MAX_DOCUMENTS = 1000
 MAX_ALIAS_CHARS = 2 * 1024 * 1024
 
 _YAMLLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: Builds plain scalars (ints, floats, bools, nulls) by calling PyYAML's constructor for the tag directly:
+#: its ``construct_object`` remembers every node it built, which kept every scalar of every file linted.
 _SCALARS = SafeConstructor()
 _TAG = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {f"{_TAG}{t}" for t in ("str", "int", "float", "bool", "null")}
@@ -247,7 +249,7 @@ class _YamlBuilder:
             return self._text(node.value, where, "string")
         if tag in _SCALAR_TAGS:
             try:
-                return _SCALARS.construct_object(node)
+                return _SCALARS.yaml_constructors[tag](_SCALARS, node)
             except ValueError:  # an integer longer than Python converts
                 raise _long_number(where) from None
         raise self._bad_tag(node, where)
