@@ -11,7 +11,7 @@ Sections::
 
     default_scheduler = "local"          # or under [cli]
 
-    [lint]                               # select, ignore, exclude, strict, template_paths, max_file_size
+    [lint]                               # select, ignore, exclude, strict, template_paths, max_file_size, jobs
     ignore = ["TS305"]
 
     [scheduler.local]                    # run option defaults (cfg) for one scheduler, below -c

@@ -6,7 +6,7 @@ import gc
 import pathlib
 import tracemalloc
 
-from torchspec.lint import lint_paths
+from torchspec.lint import LintOptions, lint_paths
 
 SPEC = """name: job-{n}
 roles:
@@ -32,7 +32,7 @@ def _specs(folder: pathlib.Path, count: int) -> pathlib.Path:
 
 
 def _retained_after(paths: list[str]) -> int:
-    result = lint_paths(paths)
+    result = lint_paths(paths, LintOptions(jobs=1))  # in this process, whose memory is measured
     assert result.files and not result.diagnostics, [str(d) for d in result.diagnostics[:3]]
     del result
     gc.collect()
@@ -41,7 +41,7 @@ def _retained_after(paths: list[str]) -> int:
 
 def test_linting_more_files_retains_no_more_memory(tmp_path: pathlib.Path) -> None:
     few, many = _specs(tmp_path / "few", 50), _specs(tmp_path / "many", 400)
-    lint_paths([str(few)])  # imports, the schema, the caches
+    lint_paths([str(few)], LintOptions(jobs=1))  # imports, the schema, the caches
     tracemalloc.start()
     try:
         before = _retained_after([str(few)])

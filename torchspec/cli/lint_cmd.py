@@ -20,6 +20,8 @@ FORMATS = ["text", "json", "github", "sarif"]
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files and folders matching GLOB.")
 @click.option("--strict", is_flag=True, default=None, help="Warnings fail the run too.")
 @click.option("--max-file-size", type=click.IntRange(min=1), metavar="BYTES", help="Refuse larger files.")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), metavar="N",
+              help="Processes that lint files at once (default 0: one per CPU, from 64 files on; 1: this one).")
 @click.option("--explain", metavar="CODE", help="Explain a code (or 'all') and exit.")
 @click.option("--color/--no-color", default=None, help="Force colour on or off (default: on a terminal).")
 @click.option("--only-specs", is_flag=True,
@@ -39,7 +41,8 @@ FORMATS = ["text", "json", "github", "sarif"]
                    "objects against, instead of the JobSet and Volcano Job CRDs that ship with torchspec.")
 @param_options
 def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
-         exclude: tuple[str, ...], strict: bool | None, max_file_size: int | None, explain: str | None,
+         exclude: tuple[str, ...], strict: bool | None, max_file_size: int | None, jobs: int | None,
+         explain: str | None,
          color: bool | None, only_specs: bool, show_env: bool, scheduler: str | None, cfg: str | None,
          k8s_versions: tuple[str, ...], crd_paths: tuple[str, ...], params: tuple[str, ...],
          params_file: str | None, template_paths: tuple[str, ...]) -> int:
@@ -56,4 +59,4 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
     Exit codes: 0 clean, 1 errors found (or warnings with --strict), 2 usage error.
     """
     return run_lint(paths, fmt, output, select, ignore, exclude, strict, max_file_size, explain, color, only_specs,
-                    show_env, scheduler, cfg, k8s_versions, crd_paths, params, params_file, template_paths)
+                    show_env, scheduler, cfg, k8s_versions, crd_paths, params, params_file, template_paths, jobs)

@@ -19,7 +19,7 @@ def run_lint(paths: tuple[str, ...], fmt: str = "text", output: str | None = Non
              only_specs: bool = False, show_env: bool = False, scheduler: str | None = None,
              cfg: str | None = None, k8s_versions: tuple[str, ...] = (), crd_paths: tuple[str, ...] = (),
              params: tuple[str, ...] = (), params_file: str | None = None,
-             template_paths: tuple[str, ...] = ()) -> int:
+             template_paths: tuple[str, ...] = (), jobs: int | None = None) -> int:
     """Lint ``paths`` (default: the current folder) and print the report; the exit code."""
     from torchspec.config import load_config
     from torchspec.lint import LintOptions, lint_paths
@@ -47,6 +47,16 @@ def run_lint(paths: tuple[str, ...], fmt: str = "text", output: str | None = Non
         crd_paths=tuple(crd_paths),
         config=full_config if scheduler else None,
     )
+    if jobs is None and config.get("jobs") is not None:
+        jobs = config["jobs"]
+        if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 0:
+            from torchspec.errors import UsageError
+
+            raise UsageError(f"lint.jobs in {full_config.sources.get('lint.jobs', 'the config')} is {jobs!r}, "
+                             "not a whole number >= 0",
+                             "0: one process per CPU, 1: this one only")
+    if jobs is not None:
+        options.jobs = jobs
     if max_file_size or config.get("max_file_size"):
         options.max_file_bytes = int(max_file_size or config["max_file_size"])
     if scheduler:

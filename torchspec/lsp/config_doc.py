@@ -20,7 +20,7 @@ from torchspec.lsp.workspace import OpenDoc
 _KIND = types.CompletionItemKind
 
 SECTIONS = {
-    "lint": "`torchspec lint` defaults: select, ignore, exclude, strict, template_paths, max_file_size.",
+    "lint": "`torchspec lint` defaults: select, ignore, exclude, strict, template_paths, max_file_size, jobs.",
     "scheduler": "Run option defaults of one scheduler, `[scheduler.NAME]`; `-c` wins.",
     "component": 'Param defaults of a component or spec path, `[component."NAME"]`; `-p` wins.',
     "cli": "`default_scheduler` (TorchX's spelling).",
@@ -32,6 +32,7 @@ LINT_KEYS = {
     "strict": "Warnings fail the run too (`true`/`false`).",
     "template_paths": "Further folders imports and includes may read templates from.",
     "max_file_size": "Refuse spec files larger than this many bytes.",
+    "jobs": "Processes that lint files at once (0: one per CPU, from 64 files on; 1: one).",
 }
 DEFAULT_SCHEDULER = "The scheduler `submit`, `run` and the others use without `-s`; the language server also " \
                     "dry-runs every spec on it (lint's TS601)."
