@@ -93,6 +93,30 @@ class _Timeout(BaseException):
     """A BaseException so that no ``except Exception`` inside rendering swallows it."""
 
 
+def _drops_exceptions(frame: Any) -> bool:
+    """Whether an exception raised at ``frame`` would be printed and dropped, not unwind the render.
+
+    The clock's signal handler runs wherever Python is when the alarm comes,
+    and Python calls gc callbacks, the unraisable hook and ``__del__`` methods
+    where nothing can catch what they raise.  The clock skips such a tick;
+    one that lands elsewhere and is still dropped (a weakref callback) is
+    followed by another, as the clock raises until the render is unwound.
+    """
+    import gc
+    import sys
+
+    def code_of(hook: Any) -> Any:
+        hook = getattr(hook, "func", hook)  # functools.partial
+        return getattr(getattr(hook, "__func__", hook), "__code__", None)
+
+    hooks = {code_of(callback) for callback in gc.callbacks} | {code_of(sys.unraisablehook)}
+    while frame is not None:
+        if frame.f_code in hooks or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
 class Renderer:
     """Renders the string values of one document with one set of variables."""
 
@@ -197,9 +221,8 @@ class Renderer:
                 reason = "memory"
             else:
                 return
-            # Raised on every tick until the render is unwound: where the alarm lands in a gc callback, a
-            # __del__ or a weakref callback, Python prints the exception and drops it.
-            raise _Timeout(reason)
+            if not _drops_exceptions(frame):  # then the next tick: the work that overran goes on meanwhile
+                raise _Timeout(reason)  # on every tick until the render unwinds (see _drops_exceptions)
 
         previous = signal.signal(signal.SIGALRM, tick)
         signal.setitimer(signal.ITIMER_REAL, min(_TICK, seconds), _TICK)
