@@ -3,11 +3,14 @@
 The driver ends the app only once every replica attempt's end mark reached
 the job's log, at most ``FLUSH_WAIT_S``; an attempt that never printed one
 (its actor killed while it was still starting) must not hold the end back,
-nor may a replica stopped before it started keep the driver waiting.
+nor may a replica stopped before it started keep the driver waiting.  And
+what the driver imports, since it runs on the cluster.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from typing import Any, List, Optional, Tuple
@@ -107,3 +110,13 @@ def test_a_replica_stopped_before_its_run_started_it_never_starts(capsys) -> Non
     assert runner.run(["sleep", "30"], {}) == 143
     assert time.monotonic() - start < 1 and runner.proc is None
     assert capsys.readouterr().out == f"{END_MARK}r/1#0]\n"
+
+
+def test_the_driver_imports_no_torchspec_module_but_states_and_placement() -> None:
+    # it runs on the cluster, where every replica's actor imports states.py as well: the specs stay out
+    code = ("import sys, torchspec.schedulers.ray.driver; "
+            "print(' '.join(sorted(m for m in sys.modules if m.partition('.')[0] == 'torchspec')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["torchspec", "torchspec.schedulers", "torchspec.schedulers.exports", "torchspec.schedulers.ray",
+                   "torchspec.schedulers.ray.driver", "torchspec.schedulers.ray.placement",
+                   "torchspec.schedulers.ray.states", "torchspec.version"]
