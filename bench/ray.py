@@ -22,7 +22,10 @@ packages uploaded and the cluster warm):
               placement group of 4 {CPU: 1} bundles, one actor per bundle, each running
               `true` as a child process
 
-The clock starts before the submitting process starts.  Medians are printed,
+Both sides run as installed (bench/common.py's bench_env: torchspec's bytecode
+compiled, as pip compiled Ray's; a source checkout under PYTHONDONTWRITEBYTECODE
+would compile torchspec's modules again in every `torchspec submit`).  The
+clock starts before the submitting process starts.  Medians are printed,
 with the ratio torchspec / ray; the target is 1.2 or less for every row.
 """
 
@@ -37,7 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import find_torchspec, fmt_s, median, runner_options  # before the sys.path change below
+from common import bench_env, find_torchspec, fmt_s, median, runner_options  # before the sys.path change below
 
 _HERE = Path(__file__).resolve().parent
 # This file is named ray.py, and Python puts its folder first on sys.path: take that
@@ -156,10 +159,11 @@ def main() -> int:
 
     from torchspec.schedulers.ray.scheduler import RayScheduler
 
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    work = Path(tempfile.mkdtemp(prefix="torchspec-bench-ray-"))
+    # torchspec as installed (its bytecode compiled, as Ray's is), for both sides' processes
+    env = {k: v for k, v in bench_env(work).items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     client = JobSubmissionClient(f"http://{address}")
     sched = RayScheduler("bench", dashboard_address=address)
-    work = Path(tempfile.mkdtemp(prefix="torchspec-bench-ray-"))
     (work / "baseline").mkdir()
     (work / "baseline" / "app.py").write_text(BASELINE)
     (work / "app.json").write_text(json.dumps({"name": "bench", "roles": [{

@@ -97,6 +97,24 @@ def test_replica_retries_restart_only_the_failed_replica(ray_sched, tmp_path) ->
     assert desc.num_restarts == 1
 
 
+def test_role_retries_restart_every_replica_of_the_failed_role_and_only_it(ray_sched, ray_cluster, tmp_path) -> None:
+    marker = tmp_path / "failed-once"
+    script = f'if [ "$0" = 1 ] && [ ! -e {marker} ]; then touch {marker}; exit 5; fi; sleep 1; echo ok'
+    trainer = role("trainer", script, replicas=2, max_retries=1, retry_policy=specs.RetryPolicy.ROLE)
+    ps = role("ps", "sleep 1; echo ps-ok", max_retries=1, retry_policy=specs.RetryPolicy.ROLE)
+    app_id = submit(ray_sched, specs.AppDef("roleretry", roles=[trainer, ps]))
+    desc = wait_state(ray_sched, app_id, TERMINAL)
+    assert desc.state == AppState.SUCCEEDED, desc.msg
+    # trainer/0 did not fail, but its role's policy restarted it with trainer/1; ps, another role, ran once
+    assert [[r.num_restarts for r in s.replicas] for s in desc.roles_statuses] == [[1, 1], [0]]
+    assert desc.num_restarts == 1
+    cluster = ray_sched.cluster(ray_cluster.address)
+    actors = cluster.actors(f"torchspec-{app_id.rpartition(ray_cluster.address + '-')[2]}")
+    assert sorted(a["name"] for a in actors) == ["ps/0#0", "trainer/0#0", "trainer/0#1", "trainer/1#0", "trainer/1#1"]
+    assert list(ray_sched.log_iter(app_id, "ps", 0)) == ["ps-ok\n"]
+    assert list(ray_sched.log_iter(app_id, "trainer", 1)) == ["ok\n"]
+
+
 def test_an_app_that_can_never_fit_is_refused_naming_role_and_resource(ray_sched) -> None:
     app = specs.AppDef("huge", roles=[role("trainer", "true", cpu=64)])
     with pytest.raises(AppRefusedError, match=r"role 'trainer' asks for 64 CPU per replica, but no node has more"

@@ -16,6 +16,7 @@ from torchspec import specs
 from torchspec.errors import AppRefusedError
 from torchspec.runner.options import RunOptionsError, resolve_run_options
 from torchspec.schedulers.api import Stream
+from torchspec.schedulers.ray.client import RayCluster
 from torchspec.schedulers.ray.logs import LineFilter, replica_lines
 from torchspec.schedulers.ray.options import ray_run_opts
 from torchspec.schedulers.ray.placement import never_fits
@@ -159,6 +160,21 @@ def test_describe_maps_the_job_its_actors_and_the_summary() -> None:
                            [{"name": "t/0#0", "state": "ALIVE", "node_id": "n1"}], {})
     assert running.state == AppState.RUNNING
     assert [r.state for r in running.roles_statuses[0].replicas] == [AppState.RUNNING, AppState.PENDING]
+
+
+def test_node_addresses_are_listed_again_only_for_a_node_not_seen_yet(monkeypatch) -> None:
+    cluster = RayCluster("10.0.0.1:8265")
+    calls = []
+
+    def list_nodes(what: str, **kwargs: object) -> list:
+        calls.append(what)
+        return [SimpleNamespace(node_id="n1", node_ip="10.0.0.1", state="ALIVE", resources_total={"CPU": 2})]
+
+    monkeypatch.setattr(cluster, "_state", list_nodes)
+    assert cluster.node_ips(["n1", None, ""]) == {"n1": "10.0.0.1"} and calls == ["list_nodes"]
+    assert cluster.node_ips(["n1"]) == {"n1": "10.0.0.1"} and cluster.node_ips([]) == {}
+    assert calls == ["list_nodes"]  # describe of a running app: no third round trip
+    assert cluster.node_ips(["n1", "n2"]) == {"n1": "10.0.0.1"} and calls == ["list_nodes"] * 2
 
 
 def test_a_dry_run_needs_no_ray(tmp_path) -> None:

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import warnings
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterable, Iterator, List, Optional
 
 from torchspec.errors import BackendError
 
@@ -67,6 +67,7 @@ class RayCluster:
         self.address = address
         self.url = f"http://{address}"
         self._client: Any = None
+        self._node_ips: Dict[str, str] = {}
 
     def unreachable(self, e: BaseException) -> BackendError:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
@@ -121,8 +122,19 @@ class RayCluster:
 
     def nodes(self) -> List[Dict[str, Any]]:
         """Every node of the cluster as ``{"node_id", "node_ip", "state", "resources_total"}``."""
-        return [{"node_id": n.node_id, "node_ip": n.node_ip, "state": str(n.state),
-                 "resources_total": dict(n.resources_total or {})} for n in self._state("list_nodes", limit=10000)]
+        nodes = [{"node_id": n.node_id, "node_ip": n.node_ip, "state": str(n.state),
+                  "resources_total": dict(n.resources_total or {})} for n in self._state("list_nodes", limit=10000)]
+        self._node_ips.update((n["node_id"], n["node_ip"]) for n in nodes)
+        return nodes
+
+    def node_ips(self, node_ids: Iterable[Optional[str]]) -> Dict[str, str]:
+        """The address of each of ``node_ids`` the cluster knows.  A node id names one node for good, and its
+        address does not change: the nodes are listed again only for an id not seen yet, so that ``describe``
+        of a running app (polled by ``wait``) costs two round trips, not three."""
+        wanted = {node_id for node_id in node_ids if node_id}
+        if not wanted <= self._node_ips.keys():
+            self.nodes()
+        return {node_id: self._node_ips[node_id] for node_id in wanted if node_id in self._node_ips}
 
     def actors(self, namespace: str) -> List[Dict[str, Any]]:
         """Every actor (alive or dead) in ``namespace``, as ``{"name", "state", "node_id"}``."""

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from torchspec.schedulers.ray.placement import never_fits
 from torchspec.schedulers.ray.states import (
@@ -85,7 +85,9 @@ class ReplicaRunner:
         self.who = who
         self.attempt = attempt
         self.proc: Optional[subprocess.Popen] = None
-        self.lock = threading.Lock()
+        self.stopped = False
+        self.lock = threading.Lock()  # one line at a time on stdout
+        self.starting = threading.Lock()  # a replica stopped before its run started it never starts
 
     def __repr__(self) -> str:  # Ray puts it before each line it forwards: (trainer/0 pid=...)
         return self.who
@@ -105,13 +107,17 @@ class ReplicaRunner:
         program = args[0]
         if "/" not in program and os.path.isfile(program):
             program = os.path.join(".", program)  # a file of the working_dir wins over PATH
-        try:
-            self.proc = subprocess.Popen([program, *args[1:]], env=full, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
-                                         preexec_fn=_die_with_parent if sys.platform == "linux" else None)
-        except OSError as e:
-            self._end(f"cannot start {program}: {e.strerror or e}\n")
-            return 127
+        with self.starting:
+            if self.stopped:
+                self._end("")
+                return 128 + signal.SIGTERM
+            try:
+                self.proc = subprocess.Popen([program, *args[1:]], env=full, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
+                                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+            except OSError as e:
+                self._end(f"cannot start {program}: {e.strerror or e}\n")
+                return 127
         pumps = [threading.Thread(target=self._pump, args=(self.proc.stdout, "stdout"), daemon=True),
                  threading.Thread(target=self._pump, args=(self.proc.stderr, "stderr"), daemon=True)]
         for pump in pumps:
@@ -130,8 +136,11 @@ class ReplicaRunner:
             sys.stdout.flush()
 
     def stop(self, grace: float) -> None:
-        """SIGTERM the replica's process group, SIGKILL what is left after ``grace`` seconds."""
-        proc = self.proc
+        """SIGTERM the replica's process group, SIGKILL what is left after ``grace`` seconds; a replica whose
+        ``run`` has not started it yet never starts (its ``run`` returns at once, so the driver need not wait)."""
+        with self.starting:
+            self.stopped = True
+            proc = self.proc
         if proc is None or proc.poll() is not None:
             return
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 0.0)):
@@ -162,9 +171,10 @@ class Driver:
         self.role_restarts = [0] * len(self.roles)
         self.app_restarts = 0
         self.rank0: Dict[Key, str] = {}
-        self.ended: set = set()
-        self.seen: set = set()
-        self.seen_lock = threading.Lock()
+        #: attempts (``role/k#n``) whose end mark was printed, and those whose mark reached the job's log
+        self.ended: Set[str] = set()
+        self.seen: Set[str] = set()
+        self.lines = threading.Condition()
 
     # -- placement -------------------------------------------------------------------
 
@@ -249,32 +259,48 @@ class Driver:
             self.running[self.actors[key].run.remote(replica["args"], env)] = key
             self.codes[key] = None
 
-    def retire(self, key: Key) -> None:
-        """Kill the actor of ``key`` once its replica ended: its bundle is free for the next attempt."""
+    def retire(self, key: Key, printed: bool) -> None:
+        """Kill the actor of ``key`` once its replica ended: its bundle is free for the next attempt.
+
+        ``printed``: the actor's ``run`` returned, so it printed its end mark, which :meth:`wait_for_lines`
+        waits for; an actor killed before that prints none, and waiting for it would only stall the end.
+        """
         actor = self.actors.pop(key, None)
         if actor is not None:
-            self.ended.add(f"{self.who(key)}#{self.attempts[key]}")
+            if printed:
+                self.ended.add(f"{self.who(key)}#{self.attempts[key]}")
             self.ray.kill(actor, no_restart=True)
 
     def stop(self, keys: List[Key]) -> None:
-        """Stop the running replicas of ``keys`` (SIGTERM, then SIGKILL) and retire their actors."""
-        refs = [self.actors[key].stop.remote(STOP_GRACE_S) for key in keys if key in self.actors]
+        """Stop the running replicas of ``keys`` (SIGTERM, then SIGKILL) and retire their actors.
+
+        Waits, as long as a stop may take, for each one's ``run`` to return too (its last lines printed);
+        an actor still starting is killed without it.
+        """
+        keys = [key for key in keys if key in self.actors]
+        runs = {ref: key for ref, key in self.running.items() if key in keys}
+        refs = [*(self.actors[key].stop.remote(STOP_GRACE_S) for key in keys), *runs]
         if refs:
             self.ray.wait(refs, num_returns=len(refs), timeout=STOP_GRACE_S + 0.5)
-        for ref, key in list(self.running.items()):
-            if key in keys:
-                self.running.pop(ref)
+        returned = self.ray.wait(list(runs), num_returns=len(runs), timeout=0)[0] if runs else []
+        printed = {runs[ref] for ref in returned}
+        for ref in runs:
+            self.running.pop(ref)
         for key in keys:
-            self.retire(key)
+            self.retire(key, printed=key in printed)
 
     # -- the run ---------------------------------------------------------------------
 
-    def exit_code(self, ref: Any, key: Key) -> int:
+    def collect(self, ref: Any, key: Key) -> int:
+        """The exit code of the replica whose ``run`` gave ``ref`` (done), recorded; its actor is retired."""
         try:
-            return int(self.ray.get(ref))
+            code, printed = int(self.ray.get(ref)), True
         except Exception as e:  # the actor died under the replica: its node went away, or out of memory
             say(f"{self.who(key)}: its actor died: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-            return 1
+            code, printed = 1, False
+        self.codes[key] = code
+        self.retire(key, printed)
+        return code
 
     def retry(self, key: Key, code: int) -> Optional[List[Key]]:
         """The replicas to start again after ``key`` failed, as its role's retry policy says; None: no retry left."""
@@ -309,9 +335,7 @@ class Driver:
                 key = self.running.pop(ref, None)
                 if key is None:
                     continue
-                code = self.exit_code(ref, key)
-                self.codes[key] = code
-                self.retire(key)
+                code = self.collect(ref, key)
                 if code == 0:
                     continue
                 again = self.retry(key, code)
@@ -329,9 +353,7 @@ class Driver:
             return
         done, _ = self.ray.wait(list(self.running), num_returns=len(self.running), timeout=0)
         for ref in done:
-            key = self.running.pop(ref)
-            self.codes[key] = self.exit_code(ref, key)
-            self.retire(key)
+            self.collect(ref, self.running.pop(ref))
 
     def finish(self, state: str, failed: Optional[Key], code: int) -> int:
         self.wait_for_lines()
@@ -343,20 +365,21 @@ class Driver:
 
     def on_log(self, data: Dict[str, Any]) -> None:
         """Ray's log thread hands each batch of forwarded lines here too: note the replicas' end marks."""
+        marks = set()
         for line in data.get("lines") or []:
             at = line.find(END_MARK)
             if at >= 0:
-                with self.seen_lock:
-                    self.seen.add(line[at + len(END_MARK):].rstrip().rstrip("]"))
+                marks.add(line[at + len(END_MARK):].rstrip().rstrip("]"))
+        if marks:
+            with self.lines:
+                self.seen |= marks
+                self.lines.notify_all()
 
     def wait_for_lines(self) -> None:
-        """Wait (a little) until every ended replica's last line reached the job's log."""
-        deadline = time.monotonic() + FLUSH_WAIT_S
-        while time.monotonic() < deadline:
-            with self.seen_lock:
-                if self.ended <= self.seen:
-                    return
-            time.sleep(0.05)
+        """Wait (at most FLUSH_WAIT_S) until every ended replica's last line reached the job's log; woken by
+        :meth:`on_log` as the marks arrive, so the app ends as soon as its last line is in."""
+        with self.lines:
+            self.lines.wait_for(lambda: self.ended <= self.seen, timeout=FLUSH_WAIT_S)
 
 
 def _stop_on_sigterm(signum: int, frame: Any) -> None:

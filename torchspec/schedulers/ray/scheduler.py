@@ -91,7 +91,7 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
         if job is None or META_APP not in (job.metadata or {}):
             return None
         actors = [] if str(job.status).endswith("PENDING") else cluster.actors(f"torchspec-{submission_id}")
-        node_ips = {n["node_id"]: n["node_ip"] for n in cluster.nodes()} if actors else {}
+        node_ips = cluster.node_ips(a["node_id"] for a in actors)
         return describe_job(app_id, job, actors, node_ips)
 
     def list(self) -> List[ListAppResponse]:

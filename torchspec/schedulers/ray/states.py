@@ -1,8 +1,14 @@
 """The ray backend's names: job and actor states as AppStates, metadata keys, app ids, and the log-line format.
 
 The lowest module of the package, and one of the few the driver (which runs
-inside the Ray job, with nothing but the standard library and ray) imports:
-it reads nothing but the standard library and :mod:`torchspec.specs` names.
+inside the Ray job, with nothing but the standard library and ray) imports;
+every replica's actor imports it too, as it starts (the driver's actor class
+refers to :func:`tag`).  So it imports nothing but the standard library: its
+state maps hold the *names* of AppStates, and :func:`job_state` and
+:func:`actor_state` import :mod:`torchspec.specs` when called, client side.
+On the cluster, ``torchspec.specs`` would be imported (and, uploaded without
+bytecode, compiled) by the driver and again by each actor as it starts, for
+nothing: a few hundred milliseconds of CPU before the replicas run.
 
 The driver and the scheduler meet only through Ray: the job's metadata
 (what the app is), the actors' names (which replica, which attempt), and the
@@ -15,9 +21,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
 
-from torchspec.specs import AppState
+if TYPE_CHECKING:
+    from torchspec.specs import AppState
 
 BACKEND = "ray"
 #: Where the dashboard (the Job Submission API) is when neither the run option nor RAY_ADDRESS says.
@@ -40,23 +47,23 @@ EXIT_UNSCHEDULABLE = 75
 #: What the driver exits with when it was stopped (SIGTERM): 128 + 15, as a shell reports it.
 EXIT_STOPPED = 143
 
-#: Ray's job states (``ray.job_submission.JobStatus``) as AppStates.
-JOB_STATES: Dict[str, AppState] = {
-    "PENDING": AppState.PENDING,
-    "RUNNING": AppState.RUNNING,
-    "STOPPED": AppState.CANCELLED,
-    "SUCCEEDED": AppState.SUCCEEDED,
-    "FAILED": AppState.FAILED,
+#: Ray's job states (``ray.job_submission.JobStatus``) as the names of AppStates (:func:`job_state`).
+JOB_STATES: Dict[str, str] = {
+    "PENDING": "PENDING",
+    "RUNNING": "RUNNING",
+    "STOPPED": "CANCELLED",
+    "SUCCEEDED": "SUCCEEDED",
+    "FAILED": "FAILED",
 }
 
 #: Ray's actor states as the state of the replica the actor runs.  A DEAD actor is one whose replica ended:
 #: the driver kills an actor once its replica exited, so while the job runs, DEAD means the replica is done.
-ACTOR_STATES: Dict[str, AppState] = {
-    "DEPENDENCIES_UNREADY": AppState.PENDING,
-    "PENDING_CREATION": AppState.PENDING,
-    "RESTARTING": AppState.PENDING,
-    "ALIVE": AppState.RUNNING,
-    "DEAD": AppState.SUCCEEDED,
+ACTOR_STATES: Dict[str, str] = {
+    "DEPENDENCIES_UNREADY": "PENDING",
+    "PENDING_CREATION": "PENDING",
+    "RESTARTING": "PENDING",
+    "ALIVE": "RUNNING",
+    "DEAD": "SUCCEEDED",
 }
 
 #: What a role's name may be (it names actors, placement groups and log tags).
@@ -66,9 +73,18 @@ _APP_ID = re.compile(r"^(?P<address>[A-Za-z0-9_.\-\[\]:]+:\d+)-(?P<sid>[A-Za-z0-
 
 
 def job_state(status: str) -> AppState:
-    """The AppState of a Ray job status (``JobStatus.RUNNING`` or ``"RUNNING"``)."""
+    """The AppState of a Ray job status (``JobStatus.RUNNING`` or ``"RUNNING"``); UNKNOWN for any other."""
+    from torchspec.specs import AppState
+
     name = str(getattr(status, "value", status) or "").upper()
-    return JOB_STATES.get(name, AppState.UNKNOWN)
+    return AppState[JOB_STATES.get(name, "UNKNOWN")]
+
+
+def actor_state(state: str) -> AppState:
+    """The AppState of the replica an actor in Ray's ``state`` runs (``"ALIVE"``); UNKNOWN for any other."""
+    from torchspec.specs import AppState
+
+    return AppState[ACTOR_STATES.get(state, "UNKNOWN")]
 
 
 def is_role_name(name: str) -> bool:

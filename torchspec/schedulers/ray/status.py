@@ -17,10 +17,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from torchspec.schedulers.api import DescribeAppResponse, ReplicaRunStatus
 from torchspec.schedulers.ray.states import (
-    ACTOR_STATES,
     META_SESSION,
     META_SPEC,
     SUMMARY,
+    actor_state,
     job_state,
     parse_actor_name,
     parse_line,
@@ -70,7 +70,7 @@ def _replica_state(app: AppState, running_job: bool, actor: Optional[Tuple[int, 
                    summary: Optional[Dict[str, Any]], who: str) -> Tuple[AppState, Optional[int]]:
     """One replica's state and exit code."""
     if running_job:
-        return (ACTOR_STATES.get(actor[1], AppState.UNKNOWN) if actor else AppState.PENDING), None
+        return (actor_state(actor[1]) if actor else AppState.PENDING), None
     if app == AppState.SUCCEEDED:
         return AppState.SUCCEEDED, 0
     result = ((summary or {}).get("replicas") or {}).get(who)

@@ -41,7 +41,10 @@ APP_ID_MARK = "\x00APP_ID\x00"
 PLAN_SHOWN = "<the plan below, as JSON>"
 SPEC_SHOWN = "<the app's spec, as JSON, for describe>"
 #: Left out of the upload of torchspec itself (and of the working_dir: they are never needed on the cluster).
-EXCLUDES = ["__pycache__/", "*.pyc"]
+#: ``__pycache__`` without a trailing slash: Ray hashes a folder's name too, even when a pattern leaves out
+#: every file in it, so ``__pycache__/`` made the package's hash, and with it the upload, change each time
+#: a command first imported a module of a new folder (``torchspec lint`` after ``submit``, say).
+EXCLUDES = ["__pycache__", "*.pyc"]
 _BYTES_PER_MB = 1024 * 1024
 
 
