@@ -135,8 +135,12 @@ def test_pending_while_the_cluster_is_busy_then_cancelled_and_running_cancelled(
     assert wait_state(ray_sched, hog_id, (AppState.RUNNING, *TERMINAL)).state == AppState.RUNNING
     waiter = specs.AppDef("waiter", roles=[role("w", "echo never")])
     waiter_id = submit(ray_sched, waiter, placement_strategy="SPREAD")
-    time.sleep(8)  # the job runs, its driver waits for its placement group
+    deadline = time.monotonic() + 60  # the job starts, then its driver waits for its placement group
     desc = ray_sched.describe(waiter_id)
+    while "placement groups" not in desc.msg and time.monotonic() < deadline:
+        assert desc.state == AppState.PENDING, desc
+        time.sleep(0.5)
+        desc = ray_sched.describe(waiter_id)
     assert desc.state == AppState.PENDING and "placement groups" in desc.msg, desc
     assert desc.roles_statuses[0].replicas[0].state == AppState.PENDING
     ray_sched.cancel(waiter_id)
