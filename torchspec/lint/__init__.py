@@ -199,8 +199,9 @@ def lint_paths(paths: Iterable[str], options: LintOptions | None = None) -> Lint
 
 
 def jobs_for(asked: int, files: int) -> int:
-    """How many processes lint ``files`` files: ``asked`` (0: one per CPU this process may use), at most one
-    per :data:`PARALLEL_FROM` files, and one wherever a child cannot be forked safely.
+    """How many processes lint ``files`` files: ``asked`` (0: one per CPU this process may use), none below
+    :data:`PARALLEL_FROM` files and at most one per half of that, and one wherever a child cannot be forked
+    safely.
 
     Linting is CPU-bound Python, so one process uses one core; the files are
     independent, so the others divide them.  Children are forked (they inherit
