@@ -73,8 +73,6 @@ def _how(status: int) -> str:
 
 def _guard(supervisor: int, app_dir: str) -> int:
     """Wait for the supervisor; if it left the app unfinished, stop every process of the app. Its exit code."""
-    from torchspec.errors import StateError  # in the guard alone: the supervisor starts without it
-
 
     def forward(signum: int, frame: Optional[FrameType]) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -84,6 +82,8 @@ def _guard(supervisor: int, app_dir: str) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     _, status = os.waitpid(supervisor, 0)
+    from torchspec.errors import StateError  # only now: the supervisor, forked from here, starts without it
+
     try:
         state: Optional[Dict[str, Any]] = read_state(app_dir)
     except StateError as e:
