@@ -92,3 +92,27 @@ def test_the_cli_reports_alike_with_one_or_more_jobs_and_checks_the_config(folde
     (folder / ".torchspec.toml").write_text("[lint]\njobs = -2\n")
     bad = lint(".", cwd=folder)
     assert bad.returncode == 2 and "lint.jobs" in bad.stderr and "-2" in bad.stderr, bad.stderr
+
+
+def test_ctrl_c_stops_every_lint_process_quietly(tmp_path: pathlib.Path) -> None:
+    """Ctrl-C reaches the whole foreground process group: one message, exit 130, no traceback from any
+    process, none left behind."""
+    import signal
+    import time
+
+    slow = ("name: slow-{n}\nroles:\n  - name: r\n    image: img\n    entrypoint: echo\n"
+            "    args: [\"{{% for i in range(100000) %}}{{% for j in range(100000) %}}{{% endfor %}}{{% endfor %}}\"]\n")
+    folder = tmp_path / "slow-specs"
+    folder.mkdir()
+    for n in range(PARALLEL_FROM):
+        (folder / f"spec{n}.yaml").write_text(slow.format(n=n))
+    for jobs in ("0", "1"):
+        proc = subprocess.Popen([sys.executable, "-m", "torchspec", "lint", "-j", jobs, str(folder)], text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        time.sleep(2)  # every process is rendering a template that runs for its whole 5 s budget
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert err.strip() == "error: aborted", err
+        left = subprocess.run(["pgrep", "-f", str(folder)], capture_output=True, text=True).stdout.split()
+        assert not left, left

@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> None:
             code = run_lint(tuple(args[1:]))
         else:
             code = build_cli().main(args=args, prog_name="torchspec", standalone_mode=False)
+    except KeyboardInterrupt:  # Ctrl-C where click does not make it an Abort: `lint PATH...`
+        code = _aborted()
     except Exception as e:  # noqa: BLE001 - the one place that turns every failure into an exit code
         code = _handle(e)
     # What is left is freed with the process: the collector's last pass over every object at exit (~10 ms) is
@@ -112,8 +114,7 @@ def _handle(e: BaseException) -> int:
     if isinstance(e, click.exceptions.Exit):
         return e.exit_code
     if isinstance(e, click.exceptions.Abort):
-        console.error("aborted")
-        return ExitCode.INTERRUPTED
+        return _aborted()
     if isinstance(e, click.ClickException):
         e.show()
         return ExitCode.USAGE if isinstance(e, click.UsageError) else e.exit_code
@@ -136,6 +137,14 @@ def _handle(e: BaseException) -> int:
     console.error(f"internal error: {type(e).__name__}: {e}",
                   "this is a bug in torchspec; rerun with TORCHSPEC_DEBUG=1 and report the traceback")
     return ExitCode.INTERNAL
+
+
+def _aborted() -> int:
+    from torchspec.cli import console
+    from torchspec.exit_codes import ExitCode
+
+    console.error("aborted")
+    return ExitCode.INTERRUPTED
 
 
 def build_cli() -> Any:

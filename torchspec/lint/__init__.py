@@ -232,8 +232,16 @@ def _lint_in_processes(found: list[tuple[str, bool]], options: LoadOptions, jobs
     import multiprocessing
 
     chunk = max(1, min(64, len(found) // (jobs * 8)))
-    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+    with multiprocessing.get_context("fork").Pool(jobs, initializer=_leave_ctrl_c_to_the_parent) as pool:
         yield from pool.imap(functools.partial(_outcome, options=options), found, chunk)
+
+
+def _leave_ctrl_c_to_the_parent() -> None:
+    """In a lint process: Ctrl-C reaches the whole process group; the parent stops (and ends) the others, so
+    they print no traceback of their own."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _outcome(item: tuple[str, bool], options: LoadOptions) -> _Outcome | None:
