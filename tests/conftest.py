@@ -75,3 +75,15 @@ def ray_cluster() -> Iterator[Any]:
     cluster = ray_support.start_cluster()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster() -> Iterator[Any]:
+    """The real Kubernetes cluster of ``scripts/k8s-cluster`` (tests/k8s_support.py), shared by the session.
+
+    Skips without one that answers (fails with TORCHSPEC_REQUIRE_K8S=1); the
+    namespaces tests made with ``new_namespace`` are deleted at the end.
+    """
+    import k8s_support
+
+    yield from k8s_support.session_cluster()
