@@ -37,14 +37,21 @@ def kubeconfig_path() -> str:
     return os.environ.get(KUBECONFIG_ENV) or os.path.join(default_dir(), "admin.kubeconfig")
 
 
-def cluster_problem(kubeconfig: str) -> str:
+def kubectl_path(cluster_dir: str) -> str:
+    """The cluster's own kubectl (built with it, same version), else the one on PATH."""
+    own = os.path.join(cluster_dir, "bin", "kubectl")
+    return own if os.path.exists(own) else (shutil.which("kubectl") or own)
+
+
+def cluster_problem(kubeconfig: str, cluster_dir: str) -> str:
     """Why no usable cluster answers; "" when its API server is ready and a node is Ready."""
     if not os.path.exists(kubeconfig):
         return f"no kubeconfig at {kubeconfig}"
-    if shutil.which("kubectl") is None:
-        return "kubectl is not installed (apt-get install kubernetes-client)"
+    kubectl = kubectl_path(cluster_dir)
+    if not os.path.exists(kubectl):
+        return "no kubectl (scripts/k8s-cluster builds one into DIR/bin)"
     try:
-        done = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "get", "nodes", "--no-headers"],
+        done = subprocess.run([kubectl, "--kubeconfig", kubeconfig, "get", "nodes", "--no-headers"],
                               capture_output=True, text=True, timeout=20)
     except subprocess.TimeoutExpired:
         return "the cluster's API server did not answer within 20 s"
@@ -65,7 +72,8 @@ class Cluster:
 
     def kubectl(self, *args: str, check: bool = True, timeout: float = 60,
                 input: Optional[str] = None) -> "subprocess.CompletedProcess[str]":
-        done = subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig, *args], capture_output=True, text=True,
+        done = subprocess.run([kubectl_path(self.dir), "--kubeconfig", self.kubeconfig, *args], capture_output=True,
+                              text=True,
                               timeout=timeout, input=input)
         if check and done.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr}")
@@ -98,13 +106,13 @@ class Cluster:
 def cluster_or_skip() -> Cluster:
     """The real cluster; skips the test (fails it under TORCHSPEC_REQUIRE_K8S=1) when none answers."""
     kubeconfig = kubeconfig_path()
-    problem = cluster_problem(kubeconfig)
+    cluster_dir = os.environ.get(DIR_ENV) or os.path.dirname(kubeconfig)
+    problem = cluster_problem(kubeconfig, cluster_dir)
     if problem:
         if os.environ.get(REQUIRE_ENV) == "1":
             pytest.fail(f"{REQUIRE_ENV}=1 but {problem}; {HOW}")
         pytest.skip(f"no real Kubernetes cluster: {problem}; {HOW}")
-    return Cluster(kubeconfig=kubeconfig, dir=os.path.dirname(kubeconfig) if not os.environ.get(DIR_ENV)
-                   else default_dir())
+    return Cluster(kubeconfig=kubeconfig, dir=cluster_dir)
 
 
 def session_cluster() -> Iterator[Cluster]:

@@ -1,0 +1,320 @@
+"""The kubernetes scheduler's lifecycle on a real cluster and on the API stand-in, by the same tests.
+
+The real cluster is the one ``scripts/k8s-cluster up`` builds from Kubernetes' Go modules
+(``k8s_cluster`` fixture, tests/k8s_support.py): Kubernetes' own API server, controllers and kubelet,
+pods that really run the busybox test image (loaded from the local Docker engine, as ``kind load
+docker-image`` does), print logs and exit with real codes, and the JobSet controller with its webhooks.
+The stand-in is tests/kube/apiserver.py with tests/kube/node.py playing the Job controller and a kubelet
+that runs each container's command as a local process (flavor ``job`` only). Each lifecycle test runs
+against both (the ``target`` fixture's parameter), so a behaviour the stand-in gets wrong fails there.
+Everything goes through the CLI in a new process, as a user's shell would, with ``KUBECONFIG`` naming
+the cluster, and every test works in a namespace of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+
+pytest.importorskip("kubernetes")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "kube"))
+
+from apiserver import FakeApiServer  # noqa: E402
+from k8s_support import Cluster  # noqa: E402
+from node import FakeNode  # noqa: E402
+
+#: the test image's tag on the node: not ``latest``, whose pull policy (Always) would reach for a registry
+K8S_IMAGE = "torchspec-test/busybox:k8s"
+
+
+@pytest.fixture(scope="session")
+def k8s_image(k8s_cluster: Cluster, docker_client: Any, busybox_image: str) -> str:
+    """The busybox test image, tagged for Kubernetes and put on the node."""
+    docker_client.images.get(busybox_image).tag(K8S_IMAGE)
+    k8s_cluster.load(K8S_IMAGE)
+    return K8S_IMAGE
+
+
+@dataclass
+class Target:
+    """Where a test's apps run: the real cluster or the stand-in, and a namespace of the test's own there."""
+
+    kind: str
+    ns: str
+    cluster: Optional[Cluster] = None
+    srv: Optional[FakeApiServer] = None
+    flavors: Tuple[str, ...] = field(default=("job",))
+
+    def leftovers(self) -> List[str]:
+        """What the namespace still holds of an app: pods, services, jobs, jobsets, config maps (not Kubernetes' own)."""
+        if self.cluster is not None:
+            kinds = "pods,services,jobs.batch,configmaps,jobsets.jobset.x-k8s.io"
+            out = self.cluster.kubectl("get", kinds, "-n", self.ns, "-o", "name").stdout.split()
+            return [name for name in out if name != "configmap/kube-root-ca.crt"]
+        assert self.srv is not None
+        found = []
+        for api, plural, kind in (("v1", "pods", "pod"), ("v1", "services", "service"),
+                                  ("batch/v1", "jobs", "job.batch"), ("v1", "configmaps", "configmap")):
+            found += [f"{kind}/{o['metadata']['name']}" for o in self.srv.objects(api, plural, self.ns)]
+        return found
+
+    def jobs(self) -> List[str]:
+        return [name for name in self.leftovers() if name.startswith("job.batch/")]
+
+
+TARGETS = [("stand-in", "job"), ("real", "job"), ("real", "jobset")]
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> pytest.MonkeyPatch:
+    monkeypatch.setenv("TORCHSPEC_HOME", str(tmp_path / "home"))
+    return monkeypatch
+
+
+@pytest.fixture
+def real(request: pytest.FixtureRequest, env: pytest.MonkeyPatch) -> Target:
+    """The real cluster, a new namespace on it, and KUBECONFIG naming it."""
+    cluster: Cluster = request.getfixturevalue("k8s_cluster")
+    request.getfixturevalue("k8s_image")
+    env.setenv("KUBECONFIG", cluster.kubeconfig)
+    return Target("real", cluster.new_namespace(), cluster=cluster, flavors=("job", "jobset"))
+
+
+@pytest.fixture
+def stand_in(env: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> Iterator[Target]:
+    """The API stand-in with a fake node running its pods, a new namespace on it, and KUBECONFIG naming it."""
+    with FakeApiServer() as srv, FakeNode(srv):
+        env.setenv("KUBECONFIG", srv.write_kubeconfig(tmp_path / "kubeconfig"))
+        ns = f"t-{uuid.uuid4().hex[:8]}"
+        srv.add_namespace(ns)
+        yield Target("stand-in", ns, srv=srv)
+
+
+@pytest.fixture
+def target(request: pytest.FixtureRequest) -> Target:
+    """The parametrized side: ``stand-in`` or ``real``."""
+    return request.getfixturevalue("stand_in" if request.param == "stand-in" else "real")
+
+
+def lifecycle(test: Any) -> Any:
+    """Run ``test(flavor, target, ...)`` on every side and flavor in TARGETS."""
+    return pytest.mark.parametrize("target,flavor", TARGETS, indirect=["target"],
+                                   ids=[f"{side}-{flavor}" for side, flavor in TARGETS])(test)
+
+
+def torchspec(*argv: str, timeout: float = 180, cwd: Optional[pathlib.Path] = None
+              ) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run([sys.executable, "-m", "torchspec", *argv], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
+
+
+def write_spec(path: pathlib.Path, name: str, script: str, replicas: int = 2, roles: int = 1) -> pathlib.Path:
+    """A spec of ``roles`` roles whose replicas run ``script`` in sh (``${replica_id}`` filled in per replica)."""
+    role_text = ""
+    for r in range(roles):
+        role_text += textwrap.dedent(f"""\
+          - name: {"trainer" if r == 0 else f"worker{r}"}
+            image: {K8S_IMAGE}
+            entrypoint: sh
+            args: ["-c", {json.dumps(script)}]
+            num_replicas: {replicas}
+        """)
+    path.write_text(f"name: {name}\nroles:\n" + textwrap.indent(role_text, "  "))
+    return path
+
+
+def opts(ns: str, flavor: str, **extra: str) -> str:
+    return ",".join(f"{k}={v}" for k, v in {"namespace": ns, "flavor": flavor, **extra}.items())
+
+
+def submit(spec: pathlib.Path, ns: str, flavor: str, *more: str) -> str:
+    done = torchspec("submit", "-s", "kubernetes", "-c", opts(ns, flavor), *more, str(spec))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def status(handle: str) -> Dict[str, Any]:
+    done = torchspec("status", "--json", handle)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def wait_state(handle: str, states: tuple, timeout: float = 120) -> Dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    seen: List[str] = []
+    while True:
+        st = status(handle)
+        if not seen or seen[-1] != st["state"]:
+            seen.append(st["state"])
+        if st["state"] in states:
+            return st
+        assert time.monotonic() < deadline, f"{handle} never reached {states}: went through {seen}"
+        time.sleep(0.5)
+
+
+def wait_gone(target: Target, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while (left := target.leftovers()) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert left == [], f"left behind in {target.ns}: {left}"
+
+
+# ----------------------------------------------------------------------------
+# The lifecycle, per flavor
+# ----------------------------------------------------------------------------
+
+
+@lifecycle
+def test_an_app_runs_to_success_and_its_logs_are_real(target: Target, flavor: str, tmp_path: pathlib.Path) -> None:
+    spec = write_spec(tmp_path / "ok.yaml", "ok", "echo hello from ${replica_id}; sleep 4; echo bye ${replica_id}")
+    handle = submit(spec, target.ns, flavor)
+    assert handle.startswith("kubernetes://")
+    running = wait_state(handle, ("RUNNING", "SUCCEEDED"))
+    assert running["state"] == "RUNNING", running  # 4 s of sleep: seen running first
+    listed = torchspec("list", "-s", "kubernetes", "-c", f"namespace={target.ns}", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert handle in listed.stdout
+    described = torchspec("describe", handle)
+    assert described.returncode == 0 and "trainer" in described.stdout, described.stderr
+    done = torchspec("wait", handle, "--timeout", "120")
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "SUCCEEDED" in done.stdout
+    final = status(handle)
+    replicas = final["roles"][0]["replicas"]
+    assert [(r["state"], r["exit_code"]) for r in replicas] == [("SUCCEEDED", 0), ("SUCCEEDED", 0)], final
+    logs = torchspec("logs", handle)
+    assert logs.returncode == 0, logs.stderr
+    for k in (0, 1):
+        assert f"trainer/{k}" in logs.stdout and f"hello from {k}" in logs.stdout and f"bye {k}" in logs.stdout
+    # cancel of an app that has ended changes nothing (as in TorchX); delete removes it and its pods' logs
+    assert torchspec("cancel", handle).returncode == 0
+    assert target.jobs()
+    assert torchspec("delete", handle).returncode == 0
+    wait_gone(target)
+
+
+@lifecycle
+def test_a_failing_replica_fails_the_app_with_its_exit_code(target: Target, flavor: str,
+                                                           tmp_path: pathlib.Path) -> None:
+    spec = write_spec(tmp_path / "bad.yaml", "bad", 'if [ "${replica_id}" = 1 ]; then echo oops >&2; exit 3; fi;'
+                      " sleep 2")
+    handle = submit(spec, target.ns, flavor)
+    done = torchspec("wait", handle, "--timeout", "120")
+    assert done.returncode == 4, (done.stdout, done.stderr)
+    final = status(handle)
+    assert final["state"] == "FAILED"
+    failed = [r for r in final["roles"][0]["replicas"] if r["state"] == "FAILED"]
+    assert [r["id"] for r in failed] == [1] and failed[0]["exit_code"] == 3, final
+    assert "oops" in torchspec("logs", handle).stdout
+
+
+@lifecycle
+def test_cancel_leaves_nothing_behind(target: Target, flavor: str, tmp_path: pathlib.Path) -> None:
+    spec = write_spec(tmp_path / "long.yaml", "long", "echo up; sleep 600", roles=2)
+    handle = submit(spec, target.ns, flavor)
+    wait_state(handle, ("RUNNING",))
+    assert target.leftovers()  # something to remove
+    done = torchspec("cancel", handle)
+    assert done.returncode == 0, done.stderr
+    wait_gone(target)
+    gone = torchspec("status", handle)
+    assert gone.returncode == 2 and "unknown app" in gone.stderr, gone
+
+
+@lifecycle
+def test_logs_follow_prints_lines_as_they_come_and_ends_with_the_app(target: Target, flavor: str,
+                                                                     tmp_path: pathlib.Path) -> None:
+    spec = write_spec(tmp_path / "tick.yaml", "tick", "for i in 1 2 3 4; do echo tick $i; sleep 1; done",
+                      replicas=1)
+    handle = submit(spec, target.ns, flavor)
+    wait_state(handle, ("RUNNING", "SUCCEEDED"))
+    follow = subprocess.Popen([sys.executable, "-m", "torchspec", "logs", "-f", handle], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = follow.communicate(timeout=120)
+    finally:
+        follow.kill()
+    assert follow.returncode == 0, err
+    assert [line.split(" ", 1)[1] for line in out.splitlines() if "tick" in line] == \
+        [f"tick {i}" for i in (1, 2, 3, 4)], out
+
+
+@lifecycle
+def test_apply_twice_creates_one_job_and_diff_shows_the_manifests(target: Target, flavor: str,
+                                                                   tmp_path: pathlib.Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "jobs").mkdir(parents=True)
+    write_spec(repo / "jobs" / "a.yaml", "alpha", "echo a; sleep 30", replicas=1)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for _ in range(2):
+        done = torchspec("apply", "-s", "kubernetes", "-c", opts(target.ns, flavor), "jobs", cwd=repo)
+        assert done.returncode == 0, done.stderr
+    assert len(target.jobs()) == 1 or flavor == "jobset", target.leftovers()
+    listed = torchspec("list", "-s", "kubernetes", "-c", f"namespace={target.ns}", "--json")
+    assert listed.stdout.count("kubernetes://") == 1, listed.stdout
+    new = write_spec(tmp_path / "b.yaml", "alpha", "echo b; sleep 30", replicas=1)
+    diff = torchspec("diff", "-s", "kubernetes", "-c", opts(target.ns, flavor), str(repo / "jobs" / "a.yaml"),
+                     str(new))
+    assert diff.returncode == 1, diff.stderr
+    assert "echo b" in diff.stdout
+
+
+# ----------------------------------------------------------------------------
+# Faults and refusals
+# ----------------------------------------------------------------------------
+
+
+def test_wait_and_logs_follow_go_on_across_an_api_server_restart(real: Target, tmp_path: pathlib.Path) -> None:
+    spec = write_spec(tmp_path / "slow.yaml", "slow", "for i in $(seq 1 20); do echo line $i; sleep 1; done",
+                      replicas=1)
+    handle = submit(spec, real.ns, "job")
+    wait_state(handle, ("RUNNING",))
+    waiter = subprocess.Popen([sys.executable, "-m", "torchspec", "wait", handle, "--timeout", "180"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    follower = subprocess.Popen([sys.executable, "-m", "torchspec", "logs", "-f", handle],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    assert real.cluster is not None
+    real.cluster.script("restart", "kube-apiserver")
+    out, err = waiter.communicate(timeout=200)
+    assert waiter.returncode == 0, (out, err)
+    fout, ferr = follower.communicate(timeout=60)
+    assert follower.returncode == 0, ferr
+    lines = [line.split(" ", 1)[1] for line in fout.splitlines() if " line " in f" {line}"]
+    assert lines[-1] == "line 20", fout
+    assert len(lines) == len(set(lines)), f"a line printed twice: {fout}"
+
+
+def test_a_cluster_that_is_not_there_exits_6_naming_the_server(tmp_path: pathlib.Path, k8s_cluster: Cluster,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    config = pathlib.Path(k8s_cluster.kubeconfig).read_text()
+    port = config.split("server: https://127.0.0.1:", 1)[1].split()[0]
+    dead = tmp_path / "dead.kubeconfig"
+    dead.write_text(config.replace(f"127.0.0.1:{port}", "127.0.0.1:1"))
+    monkeypatch.setenv("KUBECONFIG", str(dead))
+    spec = write_spec(tmp_path / "x.yaml", "x", "true", replicas=1)
+    done = torchspec("submit", "-s", "kubernetes", str(spec))
+    assert done.returncode == 6, done
+    assert "127.0.0.1:1" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_user_without_rights_gets_the_servers_reason(tmp_path: pathlib.Path, k8s_cluster: Cluster,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", os.path.join(k8s_cluster.dir, "nobody.kubeconfig"))
+    spec = write_spec(tmp_path / "x.yaml", "x", "true", replicas=1)
+    done = torchspec("submit", "-s", "kubernetes", str(spec))
+    assert done.returncode == 6, done
+    assert "forbidden" in done.stderr.lower() and "torchspec-nobody" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
