@@ -171,6 +171,19 @@ class BackendError(TorchSpecError):
         self.hint = hint
 
 
+class UnreachableError(BackendError):
+    """The backend did not answer at all (connection refused or reset, a timeout): it may be back soon.
+
+    Commands that follow an app for a long time (``wait``, ``logs -f``) ride
+    out such an outage, for up to :data:`OUTAGE_S` seconds, instead of ending;
+    everything else reports it at once (exit 6), as any BackendError.
+    """
+
+
+#: How long ``wait`` and ``logs -f`` keep trying a backend that stopped answering (a restarted API server).
+OUTAGE_S = 120.0
+
+
 class StateError(BackendError):
     """What a scheduler keeps on this machine cannot be read: a damaged ``local`` app folder.
 

@@ -37,7 +37,7 @@ from typing import (
     Type,
 )
 
-from torchspec.errors import AppRefusedError, TorchSpecError
+from torchspec.errors import OUTAGE_S, AppRefusedError, TorchSpecError, UnreachableError
 from torchspec.runner.components import (
     ComponentArgs,
     component_defaults_for,
@@ -425,12 +425,22 @@ class Runner:
         deadline = None if timeout is None else time.monotonic() + timeout
         delays = poll_delays(wait_interval)
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        outage: Optional[float] = None  # since when the backend has not answered
         while not status.is_terminal():
             if deadline is not None and time.monotonic() >= deadline:
                 break
             pause = next(delays)
-            scheduler.wait_for_change(app_id, pause if deadline is None else min(pause, deadline - time.monotonic()))
-            previous, status = status, self._status_or_cancelled(app_handle, status)
+            try:
+                scheduler.wait_for_change(app_id, pause if deadline is None else
+                                          min(pause, deadline - time.monotonic()))
+                previous, status = status, self._status_or_cancelled(app_handle, status)
+                outage = None
+            except UnreachableError:  # a restarted API server, say: ride it out for a while
+                outage = outage or time.monotonic()
+                if time.monotonic() - outage > OUTAGE_S:
+                    raise
+                time.sleep(min(1.0, pause))
+                continue
             if on_change is not None and status != previous:
                 on_change(status)
         return status

@@ -18,7 +18,7 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
-from torchspec.errors import BackendError
+from torchspec.errors import BackendError, UnreachableError
 from torchspec.schedulers.kubernetes.flavors import flavor_of_kind
 from torchspec.schedulers.kubernetes.job import FLAVOR as JOB_FLAVOR
 from torchspec.schedulers.kubernetes.states import Obj
@@ -53,7 +53,7 @@ def api_error(e: BaseException, what: str, where: str) -> BackendError:
         reason = str(getattr(e, "reason", None) or e)
         match = re.search(r"(Connection refused|Name or service not known|timed out|No route to host"
                           r"|certificate verify failed)", reason)
-        return BackendError(f"cannot reach the Kubernetes API server at {where} while {what}: "
+        return UnreachableError(f"cannot reach the Kubernetes API server at {where} while {what}: "
                             f"{match.group(1) if match else reason.splitlines()[0][:200]}",
                             "is the cluster up? check KUBECONFIG, the context (-c context=...) and"
                             " `kubectl cluster-info`")
@@ -284,6 +284,11 @@ class Cluster:
             for when, text in stamped_lines(response.stream(amt=65536, decode_content=False)):
                 if since is None or when is None or when >= since:
                     yield when, text
+        except Exception as e:  # noqa: BLE001 - urllib3's ProtocolError when the server goes away mid-stream
+            if type(e).__module__.startswith("urllib3"):
+                raise UnreachableError(f"the Kubernetes API server at {self.where(context)} went away while"
+                                       f" streaming the log of pod {pod}: {e}") from None
+            raise
         finally:
             response.release_conn()
 
@@ -291,6 +296,8 @@ class Cluster:
         """Whether the pod is done (or gone): its log has no more to come."""
         try:
             found = self.core(context).read_namespaced_pod(pod, namespace)
-        except Exception:  # noqa: BLE001 - gone counts as finished
-            return True
+        except Exception as e:  # noqa: BLE001 - gone counts as finished; a server that does not answer does not
+            if getattr(e, "status", None) == 404:
+                return True
+            raise api_error(e, f"reading pod {pod}", self.where(context)) from None
         return (found.status.phase if found.status else "") in ("Succeeded", "Failed")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Dict, Iterator, List, Optional, Pattern, Set, Tuple
 
+from torchspec.errors import OUTAGE_S, UnreachableError
 from torchspec.schedulers.kubernetes.client import Cluster
 from torchspec.schedulers.kubernetes.status import AppView, PodView
 from torchspec.specs import AppState
@@ -52,9 +53,33 @@ class ReplicaLog:
     _past_until: bool = False
     #: pod uid -> its container restarts when its log was last read (restarts in place, see _in_place)
     _instances: Dict[str, int] = field(default_factory=dict)
+    #: pod uid -> (the kubelet's timestamp of the last line read, how many lines read had that timestamp):
+    #: where to go on from when a pod's log is read again (see _read_pod)
+    _read_to: Dict[str, Tuple[datetime, int]] = field(default_factory=dict)
 
     def lines(self) -> Iterator[str]:
-        """Every line wanted, pod after pod, a restart line before each replacement."""
+        """Every line wanted, pod after pod, a restart line before each replacement.
+
+        Following (``should_tail``), an API server that stops answering (restarted, say) is waited for up
+        to :data:`~torchspec.errors.OUTAGE_S` seconds; the log goes on from the line after the last one
+        printed."""
+        outage: Optional[float] = None
+        while True:
+            try:
+                yield from self._round()
+                return
+            except UnreachableError:
+                if not self.should_tail:
+                    raise
+                now = time.monotonic()
+                outage = now if outage is None else outage
+                if now - outage > OUTAGE_S:
+                    raise
+                logger.warning("the API server does not answer; following %s/%d again when it does",
+                               self.role_name, self.k)
+                time.sleep(1.0)
+
+    def _round(self) -> Iterator[str]:
         while True:
             view = self.read_app(self.app_id)
             attempts = view.attempts(self.key, self.k)
@@ -103,16 +128,46 @@ class ReplicaLog:
                 yield text
 
     def _read_pod(self, view: AppView, pod: PodView, latest: bool) -> Iterator[str]:
-        """The pod's lines wanted; following it to its end when it is the latest pod and ``should_tail``."""
+        """The pod's lines wanted; following it to its end when it is the latest pod and ``should_tail``.
+
+        A followed log ends when the container exits, and the kubelet reports the pod's phase a moment
+        later: a pod still Running then is read again, from the line after the last one read (the
+        kubelet's timestamps say which), so no line is printed twice."""
         follow = self.should_tail and latest
         if follow and not self._wait_started(pod):
             self._done.add(pod.uid)
             return
-        yield from self._wanted(self.cluster.pod_lines(view.namespace, pod.name, self.since, follow, view.context))
+        read_to = self._read_to.get(pod.uid)
+        since = self.since if read_to is None or (self.since and self.since > read_to[0]) else read_to[0]
+        new = 0
+        for text in self._wanted(self._after(pod.uid, self.cluster.pod_lines(view.namespace, pod.name, since,
+                                                                              follow, view.context))):
+            new += 1
+            yield text
         if self._past_until:
             return
         if not latest or not self.should_tail or self.cluster.pod_finished(view.namespace, pod.name, view.context):
             self._done.add(pod.uid)
+        elif not new:
+            time.sleep(_POLL_S)  # the container has ended, its pod's phase is not written yet
+
+    def _after(self, uid: str, lines: Iterator[Tuple[Optional[datetime], str]]
+               ) -> Iterator[Tuple[Optional[datetime], str]]:
+        """The lines after those of the pod already read, remembering how far this read gets."""
+        last, count = self._read_to.get(uid, (None, 0))
+        skip = count
+        for when, text in lines:
+            if when is not None and last is not None:
+                if when < last:
+                    continue
+                if when == last and skip:
+                    skip -= 1
+                    continue
+            if when is not None:
+                count = count + 1 if when == last else 1
+                last = when
+                self._read_to[uid] = (last, count)
+            yield when, text
 
     def _wait_started(self, pod: PodView) -> bool:
         """Wait until ``pod``'s container runs or ran (its log exists); False if it never will."""
