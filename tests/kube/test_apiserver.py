@@ -126,7 +126,7 @@ def test_discovery_lists_the_served_groups(api_client: Any) -> None:
     groups = client.ApisApi(api_client).get_api_versions()
     assert {g.name for g in groups.groups} == {"batch", "jobset.x-k8s.io", "batch.volcano.sh",
                                                "scheduling.volcano.sh", "kubeflow.org", "trainer.kubeflow.org",
-                                               "kueue.x-k8s.io"}
+                                               "kueue.x-k8s.io", "coordination.k8s.io"}
     resources = BatchV1Api(api_client).get_api_resources()
     assert {r.name for r in resources.resources} == {"jobs", "jobs/status"}
 
@@ -411,6 +411,53 @@ def test_custom_objects_need_kind_and_reject_strategic_patch(custom: Any) -> Non
 
 # ---------------------------------------------------------------------------------------------------
 # injected failures and an unreachable cluster
+
+
+def lease_body(holder: str, duration: Any = 15, when: Any = "2026-01-02T03:04:05.000000Z",
+               version: str = "") -> dict[str, Any]:
+    meta = {"name": "lock", **({"resourceVersion": version} if version else {})}
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration, "renewTime": when}}
+
+
+def test_leases_take_turns_by_resource_version(custom: Any, api_client: Any) -> None:
+    """What `apply --lock kubernetes` relies on: one create wins, and a replace carrying a resourceVersion
+    someone else replaced meanwhile is a 409 Conflict (two takers of an expired Lease: one wins)."""
+    leases = ("coordination.k8s.io", "v1", NS, "leases")
+    created = custom.create_namespaced_custom_object(*leases, lease_body("a"))
+    with pytest.raises(ApiException) as caught:
+        custom.create_namespaced_custom_object(*leases, lease_body("b"))
+    assert caught.value.status == 409 and status_of(caught.value)["reason"] == "AlreadyExists"
+    assert status_of(caught.value)["message"] == 'leases.coordination.k8s.io "lock" already exists'
+
+    version = created["metadata"]["resourceVersion"]
+    taken = custom.replace_namespaced_custom_object(*leases, "lock", lease_body("b", version=version))
+    with pytest.raises(ApiException) as caught:
+        custom.replace_namespaced_custom_object(*leases, "lock", lease_body("c", version=version))
+    assert caught.value.status == 409 and status_of(caught.value)["reason"] == "Conflict"
+    assert status_of(caught.value)["message"] == (
+        'Operation cannot be fulfilled on leases.coordination.k8s.io "lock": the object has been modified; please '
+        'apply your changes to the latest version and try again')
+    with pytest.raises(ApiException) as caught:  # no unconditional update
+        custom.replace_namespaced_custom_object(*leases, "lock", lease_body("c"))
+    assert caught.value.status == 422
+    lease = client.CoordinationV1Api(api_client).read_namespaced_lease("lock", NS)
+    assert lease.spec.holder_identity == "b" and lease.metadata.resource_version == taken["metadata"]["resourceVersion"]
+    assert lease.spec.renew_time == datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+
+
+def test_lease_validation_and_micro_times(custom: Any) -> None:
+    leases = ("coordination.k8s.io", "v1", NS, "leases")
+    with pytest.raises(ApiException) as caught:
+        custom.create_namespaced_custom_object(*leases, lease_body("a", duration=0))
+    assert caught.value.status == 422 and [c["field"] for c in status_of(caught.value)["details"]["causes"]] == [
+        "spec.leaseDurationSeconds"]
+    for when in ("2026-01-02T03:04:05Z", "2026-01-02T03:04:05.123Z", "2026-01-02T03:04:05+00:00"):
+        with pytest.raises(ApiException) as caught:  # RFC3339Micro: six fractional digits, always
+            custom.create_namespaced_custom_object(*leases, lease_body("a", when=when))
+        assert caught.value.status == 400 and "parsing time" in status_of(caught.value)["message"]
+    created = custom.create_namespaced_custom_object(*leases, lease_body("a", when="2026-01-02T03:04:05.000000+01:00"))
+    assert created["spec"]["renewTime"] == "2026-01-02T03:04:05.000000+01:00"
 
 
 def test_injected_403_with_the_real_message(apiserver: FakeApiServer, batch: Any) -> None:
