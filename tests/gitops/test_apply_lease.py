@@ -155,6 +155,19 @@ def test_the_lease_of_another_scheduler_lives_in_the_kubeconfig_namespace(tmp_pa
         ws.cancel_all()
 
 
+def test_the_config_can_choose_the_lease(ws: Workspace, apiserver: Any) -> None:
+    ws.write("jobs/a.json", "a", [kube_role("main", 1)])
+    config = ws.root / ".torchspec.toml"
+    config.write_text('[apply]\nlock = "kubernetes"\nlock_duration = 5\n')
+    assert ws.apply()["by_id"]["jobs/a.json"]["status"] == "done"
+    assert stored_lease(apiserver, ws)["spec"]["leaseDurationSeconds"] == 5  # type: ignore[index]
+    ws.apply("--lock-duration", "7")
+    assert stored_lease(apiserver, ws)["spec"]["leaseDurationSeconds"] == 7  # type: ignore[index]
+    config.write_text('[apply]\nlock = "etcd"\n')
+    bad = ws.run(*ws.apply_args())
+    assert bad.returncode == 2 and 'apply.lock must be "file" or "kubernetes", not \'etcd\'' in bad.stderr
+
+
 def test_the_cli_offers_the_locks_apply_knows() -> None:
     from torchspec.cli.apply_cmd import _LOCKS
     from torchspec.gitops.lock import LOCKS, lease_name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -26,24 +27,24 @@ _LOCKS = ("file", "kubernetes")  # torchspec.gitops.lock.LOCKS
               help="Submit nothing unless every spec loads and passes its dry run.")
 @click.option("--scope", default="default", show_default=True, metavar="NAME",
               help="Which applies see each other's apps: give each repository sharing a scheduler its own.")
-@click.option("--lock", type=click.Choice(_LOCKS), default="file", show_default=True,
+@click.option("--lock", type=click.Choice(_LOCKS),
               help="What runs take turns on: a lock file (runs on this machine, or sharing --lock-file) or a "
                    "Kubernetes Lease (runs anywhere that reaches the cluster; in the namespace of the kubernetes "
-                   "run options).")
+                   "run options). Default: [apply] lock in the config, else file.")
 @click.option("--lock-file", type=click.Path(dir_okay=False), metavar="PATH",
               help="Lock this file while applying (default: one under TORCHSPEC_HOME per scheduler and scope); "
                    "on a shared file system, runs on several machines take turns.")
-@click.option("--lock-timeout", type=float, default=600.0, show_default=True, metavar="SECONDS",
-              help="How long to wait for another apply holding the lock.")
-@click.option("--lock-duration", type=click.IntRange(min=1), default=15, show_default=True, metavar="SECONDS",
+@click.option("--lock-timeout", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="How long to wait for another apply holding the lock (default: [apply] lock_timeout, else 600).")
+@click.option("--lock-duration", type=click.IntRange(min=1), metavar="SECONDS",
               help="--lock kubernetes: how long the Lease lasts unless renewed (every third of it, while apply "
-                   "runs); a run that dies holds it that long.")
+                   "runs); a run that dies holds it that long (default: [apply] lock_duration, else 15).")
 @click.option("--format", "fmt", type=click.Choice(_FORMATS), default="text", show_default=True,
               help="text (coloured on a terminal), markdown (a pull-request comment) or json.")
 def apply(paths: tuple[str, ...], scheduler: str | None, cfg: str | None, params: tuple[str, ...],
           params_file: str | None, template_paths: tuple[str, ...], plan_only: bool, replace: bool, prune: bool,
-          all_or_nothing: bool, scope: str, lock: str, lock_file: str | None, lock_timeout: float,
-          lock_duration: int, fmt: str) -> int:
+          all_or_nothing: bool, scope: str, lock: str | None, lock_file: str | None, lock_timeout: float | None,
+          lock_duration: int | None, fmt: str) -> int:
     """Submit the spec files under PATHS that do not run yet; twice submits nothing the second time.
 
     \b
@@ -69,15 +70,18 @@ def apply(paths: tuple[str, ...], scheduler: str | None, cfg: str | None, params
     """
     from torchspec.cli import console
     from torchspec.cli.apps_cmd import open_runner
+    from torchspec.config import apply_settings, load_config
     from torchspec.gitops.apply import ApplyOptions, apply_paths
     from torchspec.gitops.apply_report import render
     from torchspec.gitops.lock import LockTimeout
     from torchspec.terminal import should_color
 
+    config = apply_settings(load_config())
     options = ApplyOptions(scheduler=scheduler or "", cfg=cfg, params=parse_params(params), params_file=params_file,
                            template_paths=tuple(template_paths), scope=scope, replace=replace, prune=prune,
-                           all_or_nothing=all_or_nothing, lock=lock, lock_file=lock_file, lock_timeout=lock_timeout,
-                           lock_duration=lock_duration)
+                           all_or_nothing=all_or_nothing, lock=lock or config.get("lock", "file"), lock_file=lock_file,
+                           lock_timeout=_first(lock_timeout, config.get("lock_timeout"), ApplyOptions.lock_timeout),
+                           lock_duration=_first(lock_duration, config.get("lock_duration"), ApplyOptions.lock_duration))
     with open_runner() as runner:
         options.scheduler = runner.check_scheduler(scheduler)
         try:
@@ -89,3 +93,8 @@ def apply(paths: tuple[str, ...], scheduler: str | None, cfg: str | None, params
     color = fmt == "text" and should_color(sys.stdout)
     click.echo(render(result, fmt, color=color), nl=False, color=color)
     return result.exit_code
+
+
+def _first(*values: Any) -> Any:
+    """The first value that is not None: the flag, then the config, then the default."""
+    return next(v for v in values if v is not None)
