@@ -163,6 +163,9 @@ def test_the_config_can_choose_the_lease(ws: Workspace, apiserver: Any) -> None:
     assert stored_lease(apiserver, ws)["spec"]["leaseDurationSeconds"] == 5  # type: ignore[index]
     ws.apply("--lock-duration", "7")
     assert stored_lease(apiserver, ws)["spec"]["leaseDurationSeconds"] == 7  # type: ignore[index]
+    version = stored_lease(apiserver, ws)["metadata"]["resourceVersion"]  # type: ignore[index]
+    assert ws.apply("--lock-file", str(ws.root.parent / "a.lock"))["summary"]["done"] == 0  # a file: not the Lease
+    assert stored_lease(apiserver, ws)["metadata"]["resourceVersion"] == version  # type: ignore[index]
     config.write_text('[apply]\nlock = "etcd"\n')
     bad = ws.run(*ws.apply_args())
     assert bad.returncode == 2 and 'apply.lock must be "file" or "kubernetes", not \'etcd\'' in bad.stderr

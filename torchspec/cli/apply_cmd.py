@@ -79,7 +79,8 @@ def apply(paths: tuple[str, ...], scheduler: str | None, cfg: str | None, params
     config = apply_settings(load_config())
     options = ApplyOptions(scheduler=scheduler or "", cfg=cfg, params=parse_params(params), params_file=params_file,
                            template_paths=tuple(template_paths), scope=scope, replace=replace, prune=prune,
-                           all_or_nothing=all_or_nothing, lock=lock or config.get("lock", "file"), lock_file=lock_file,
+                           all_or_nothing=all_or_nothing, lock_file=lock_file,
+                           lock=lock or ("file" if lock_file else config.get("lock", "file")),
                            lock_timeout=_first(lock_timeout, config.get("lock_timeout"), ApplyOptions.lock_timeout),
                            lock_duration=_first(lock_duration, config.get("lock_duration"), ApplyOptions.lock_duration))
     with open_runner() as runner:

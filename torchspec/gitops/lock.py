@@ -17,7 +17,7 @@ one ``apply`` at a time (GitHub's ``concurrency:``, GitLab's
 
 ``--lock kubernetes`` (:func:`lease_held`): a ``coordination.k8s.io`` Lease
 named ``torchspec-apply-SCHEDULER-SCOPE`` in the namespace the kubernetes run
-options give, which runs anywhere that reaches the cluster take turns on
+options give, on which runs anywhere that reaches the cluster take turns
 (:mod:`torchspec.schedulers.kubernetes.lease`: holder identity, expiry,
 renewal).  It is renewed while ``apply`` runs; ``apply`` checks it is still
 its own before each submit or cancel and stops when it is not.  A run that
