@@ -207,13 +207,14 @@ def real_ns(k8s_cluster: Any) -> str:
     return k8s_cluster.new_namespace("lease")  # type: ignore[no-any-return]
 
 
-def real_ws(tmp_path: pathlib.Path, k8s_cluster: Any, namespace: str, scheduler: str) -> Workspace:
+def real_ws(tmp_path: pathlib.Path, k8s_cluster: Any, namespace: str, scheduler: str,
+            kubeconfig: str = "") -> Workspace:
+    env = {"KUBECONFIG": kubeconfig or k8s_cluster.kubeconfig}
     if scheduler == "kubernetes":
-        ws = Workspace(tmp_path, "kubernetes", cfg=f"namespace={namespace},flavor=job",
-                       extra_env={"KUBECONFIG": k8s_cluster.kubeconfig})
+        ws = Workspace(tmp_path, "kubernetes", cfg=f"namespace={namespace},flavor=job", extra_env=env)
         ws.role = kube_role  # type: ignore[attr-defined]
     else:  # the Lease's namespace from [scheduler.kubernetes] in the user config
-        ws = Workspace(tmp_path, scheduler, extra_env={"KUBECONFIG": k8s_cluster.kubeconfig})
+        ws = Workspace(tmp_path, scheduler, extra_env=env)
         config = pathlib.Path(ws.env["XDG_CONFIG_HOME"]) / "torchspec" / "config.toml"
         config.parent.mkdir(parents=True)
         config.write_text(f'[scheduler.kubernetes]\nnamespace = "{namespace}"\n')
@@ -251,3 +252,41 @@ def test_real_cluster_a_killed_holder_lease_expires_and_the_next_apply_proceeds(
         ws.cancel_all()
     spec = real_lease(k8s_cluster, real_ns, ws)["spec"]
     assert "holderIdentity" not in spec and spec["leaseTransitions"] == 1
+
+
+def test_real_cluster_rbac_refusal_names_the_rights_and_the_readme_role_grants_them(
+        tmp_path: pathlib.Path, k8s_cluster: Any, real_ns: str) -> None:
+    """A service account with no rights gets the server's 403 and what to ask for; the Role and RoleBinding
+    the README gives are enough."""
+    k8s_cluster.kubectl("create", "serviceaccount", "ci", "-n", real_ns)
+    token = k8s_cluster.kubectl("create", "token", "ci", "-n", real_ns).stdout.strip()
+    admin = json.loads(k8s_cluster.kubectl("config", "view", "--raw", "--minify", "-o", "json").stdout)
+    kubeconfig = tmp_path / "ci.kubeconfig"
+    kubeconfig.write_text(json.dumps({  # JSON is YAML
+        "apiVersion": "v1", "kind": "Config", "current-context": "ci",
+        "clusters": [{"name": "real", "cluster": admin["clusters"][0]["cluster"]}],
+        "users": [{"name": "ci", "user": {"token": token}}],
+        "contexts": [{"name": "ci", "context": {"cluster": "real", "user": "ci", "namespace": real_ns}}]}))
+    ws = real_ws(tmp_path, k8s_cluster, real_ns, "local", kubeconfig=str(kubeconfig))
+    ws.write("jobs/a.json", "a", [local_role("main", 1)])
+    refused = ws.run(*ws.apply_args(*LOCK))
+    assert refused.returncode == 6, refused.stderr
+    assert (f'leases.coordination.k8s.io is forbidden: User "system:serviceaccount:{real_ns}:ci" cannot create '
+            f'resource "leases" in API group "coordination.k8s.io" in the namespace "{real_ns}"') in refused.stderr
+    assert f"needs get, create and update on leases (coordination.k8s.io) in the namespace {real_ns}" in refused.stderr
+    assert ws.listed() == []
+
+    k8s_cluster.kubectl("create", "role", "torchspec-apply", "-n", real_ns, "--verb=get,create,update",
+                        "--resource=leases.coordination.k8s.io")
+    k8s_cluster.kubectl("create", "rolebinding", "torchspec-apply", "-n", real_ns, "--role=torchspec-apply",
+                        f"--serviceaccount={real_ns}:ci")
+    try:
+        deadline = time.monotonic() + 30  # the authorizer sees the binding within moments
+        while "forbidden" in (granted := ws.run(*ws.apply_args(*LOCK))).stderr and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert granted.returncode == 0, granted.stderr
+        assert ws.apply(*LOCK)["by_id"]["jobs/a.json"]["action"] == "unchanged"  # takes over the released Lease
+    finally:
+        ws.cancel_all()
+    assert real_lease(k8s_cluster, real_ns, ws)["spec"]["leaseTransitions"] == 1
+

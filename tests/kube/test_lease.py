@@ -2,11 +2,12 @@
 
 Taking, waiting, renewal, release, expiry of a holder that died, two takers
 of one expired Lease, a Lease taken away, and the errors: no server, RBAC.
-The real server runs the same through ``apply`` in tests/gitops/test_apply_lease.py.
+The real server runs the race here too, and the rest through ``apply`` in tests/gitops/test_apply_lease.py.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -126,9 +127,8 @@ def test_a_holder_whose_clock_runs_ahead_is_taken_over_after_the_duration_unchan
     assert 0.9 <= time.monotonic() - started < 3
 
 
-def test_two_takers_of_one_expired_lease_one_wins(apiserver: FakeApiServer, locks: Any) -> None:
-    put(apiserver, "gone:1:abc", datetime.now(timezone.utc) - timedelta(seconds=30), duration=30)
-    takers = [locks(duration=30) for _ in range(4)]
+def race(takers: list[LeaseLock]) -> list[LeaseLock]:
+    """The takers that got the Lease, all of them trying at once."""
     barrier = threading.Barrier(len(takers))
     won: list[LeaseLock] = []
 
@@ -142,7 +142,32 @@ def test_two_takers_of_one_expired_lease_one_wins(apiserver: FakeApiServer, lock
         t.start()
     for t in threads:
         t.join()
+    return won
+
+
+def test_four_takers_of_one_expired_lease_one_wins(apiserver: FakeApiServer, locks: Any) -> None:
+    put(apiserver, "gone:1:abc", datetime.now(timezone.utc) - timedelta(seconds=30), duration=30)
+    won = race([locks(duration=30) for _ in range(4)])
     assert len(won) == 1 and stored(apiserver)["spec"]["holderIdentity"] == won[0].identity
+    assert stored(apiserver)["spec"]["leaseTransitions"] == 1
+
+
+def test_real_cluster_four_takers_of_one_expired_lease_one_wins(k8s_cluster: Any) -> None:
+    """The replace carrying the resourceVersion read: the real server gives the others 409."""
+    namespace = k8s_cluster.new_namespace("lease")
+    old = (datetime.now(timezone.utc) - timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    k8s_cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "race", "namespace": namespace},
+        "spec": {"holderIdentity": "gone:1:abc", "leaseDurationSeconds": 30, "renewTime": old}}))
+    takers = [LeaseLock(Cluster(kubeconfig=k8s_cluster.kubeconfig), namespace, "race", duration=30) for _ in range(4)]
+    try:
+        won = race(takers)
+        assert len(won) == 1
+        got = json.loads(k8s_cluster.kubectl("get", "lease", "-n", namespace, "race", "-o", "json").stdout)["spec"]
+        assert got["holderIdentity"] == won[0].identity and got["leaseTransitions"] == 1
+    finally:
+        for lock in takers:
+            lock.release()
 
 
 def test_a_lease_taken_away_is_lost_and_stays_lost(apiserver: FakeApiServer, locks: Any) -> None:
