@@ -1,9 +1,11 @@
 """``torchspec apply --lock kubernetes``: runs take turns on a Lease, on the API stand-in and on the real cluster.
 
 Two applies started together submit each job once; a holder killed with
-SIGKILL leaves a Lease the next apply takes once it expires; a holder that
-lives makes ``--lock-timeout`` run out (exit 124, naming it); no cluster is
-exit 6 naming the server; a refusal on leases says which rights are missing.
+SIGKILL (a process holding it as apply does, or apply itself half way through
+its submissions) leaves a Lease the next apply takes once it expires; a
+holder that lives makes ``--lock-timeout`` run out (exit 124, naming it); no
+cluster is exit 6 naming the server; a refusal on leases says which rights
+are missing, and the README's Role grants them.
 The Lease's own protocol is tested in tests/kube/test_lease.py.
 """
 
@@ -252,6 +254,39 @@ def test_real_cluster_a_killed_holder_lease_expires_and_the_next_apply_proceeds(
         ws.cancel_all()
     spec = real_lease(k8s_cluster, real_ns, ws)["spec"]
     assert "holderIdentity" not in spec and spec["leaseTransitions"] == 1
+
+
+def test_real_cluster_an_apply_killed_half_way_leaves_the_rest_to_the_next(tmp_path: pathlib.Path,
+                                                                            k8s_cluster: Any, real_ns: str) -> None:
+    """SIGKILL an apply as soon as it holds the Lease (3 s): the next waits for it to expire, then submits what
+    the first did not, each job once."""
+    ws = real_ws(tmp_path, k8s_cluster, real_ns, "local")
+    jobs = 40
+    for i in range(jobs):
+        ws.write(f"jobs/j{i:02d}.json", f"j{i:02d}", [{"name": "main", "image": ".", "entrypoint": "true"}])
+    first = ws.popen(*ws.apply_args(*LOCK, "--lock-duration", "3"))
+    try:
+        deadline = time.monotonic() + 60
+        while not real_lease_holder(k8s_cluster, real_ns, ws) and first.poll() is None:
+            assert time.monotonic() < deadline, "the first apply never took the Lease"
+        os.kill(first.pid, signal.SIGKILL)
+        assert first.wait(timeout=30) == -signal.SIGKILL, "the first apply ended before it could be killed"
+        died, submitted = time.monotonic(), len(ws.listed())
+        second = ws.apply(*LOCK)
+        assert time.monotonic() - died >= 1.5  # it waited for the Lease to expire
+        assert second["summary"]["done"] == jobs - submitted and second["summary"]["unchanged"] == submitted
+        listed = [a["labels"]["torchspec.dev/apply-id"] for a in ws.listed()]
+        assert sorted(listed) == sorted(set(listed)) and len(listed) == jobs
+    finally:
+        first.kill()
+        first.communicate()
+        ws.cancel_all()
+
+
+def real_lease_holder(k8s_cluster: Any, namespace: str, ws: Workspace) -> str:
+    got = k8s_cluster.kubectl("get", "lease", "-n", namespace, lease_name(ws), "-o", "jsonpath={.spec.holderIdentity}",
+                              check=False)
+    return got.stdout.strip() if got.returncode == 0 else ""
 
 
 def test_real_cluster_rbac_refusal_names_the_rights_and_the_readme_role_grants_them(
