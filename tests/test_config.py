@@ -14,6 +14,7 @@ import pytest
 
 from torchspec.config import (
     Config,
+    apply_settings,
     component_defaults,
     config_key,
     default_scheduler,
@@ -144,6 +145,17 @@ def test_scheduler_cfg_drops_unknown_options_with_a_warning(
     with caplog.at_level(logging.WARNING, logger="torchspec.config"):
         assert scheduler_cfg(load_config(str(project)), "k8s", opts()) == {}
     assert "queeu" in caplog.text
+
+
+def test_apply_settings_are_checked(user_dir: pathlib.Path, project: pathlib.Path) -> None:
+    (user_dir / "config.toml").write_text('[apply]\nlock = "kubernetes"\nlock_timeout = 30\n')
+    (project / ".torchspec.toml").write_text('[apply]\nlock_duration = 20\nlock_file = "x"\n')
+    assert apply_settings(load_config(str(project))) == {"lock": "kubernetes", "lock_timeout": 30, "lock_duration": 20}
+    for bad in ('lock = "etcd"', "lock_timeout = -1", "lock_duration = 0.5", "lock_duration = true"):
+        (project / ".torchspec.toml").write_text(f"[apply]\n{bad}\n")
+        with pytest.raises(UsageError) as raised:
+            apply_settings(load_config(str(project)))
+        assert raised.value.message.startswith(f"{project / '.torchspec.toml'}: apply.{bad.split()[0]} must be")
 
 
 def test_component_defaults_become_param_text(user_dir: pathlib.Path, project: pathlib.Path) -> None:

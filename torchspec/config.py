@@ -14,6 +14,9 @@ Sections::
     [lint]                               # select, ignore, exclude, strict, template_paths, max_file_size, jobs
     ignore = ["TS305"]
 
+    [apply]                              # lock ("file" or "kubernetes"), lock_timeout, lock_duration
+    lock = "kubernetes"
+
     [scheduler.local]                    # run option defaults (cfg) for one scheduler, below -c
     log_dir = "/tmp/logs"
 
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Config",
+    "apply_settings",
     "component_defaults",
     "config_key",
     "default_scheduler",
@@ -195,6 +199,30 @@ def component_defaults(config: Config) -> dict[str, dict[str, str]]:
                 f"{source}: component.{component} must be a table",
                 f'write: [component."{component}"] followed by param = value lines')
         out[component] = {str(k): _param_text(v) for k, v in table.items()}
+    return out
+
+
+#: ``[apply]`` keys: what each must be, and the check (``apply``'s flags win over them).
+APPLY_KEYS: dict[str, tuple[str, Any]] = {
+    "lock": ('"file" or "kubernetes"', lambda v: v in ("file", "kubernetes")),
+    "lock_timeout": ("a number of seconds, 0 or more",
+                     lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0),
+    "lock_duration": ("a whole number of seconds, 1 or more",
+                      lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+}
+
+
+def apply_settings(config: Config) -> dict[str, Any]:
+    """``[apply]``: the defaults of ``apply``'s lock options, checked; a :class:`UsageError` naming the file
+    for a bad value.  Unknown keys are left alone (a newer torchspec's, or a typo ``torchspec config`` shows)."""
+    table = config.section("apply")
+    out: dict[str, Any] = {}
+    for key, (wanted, ok) in APPLY_KEYS.items():
+        if key in table:
+            if not ok(table[key]):
+                source = config.sources.get(_key(("apply", key)), "config")
+                raise UsageError(f"{source}: apply.{key} must be {wanted}, not {table[key]!r}")
+            out[key] = table[key]
     return out
 
 

@@ -72,8 +72,9 @@ _MEANING = {
                             "watched it (a cancel on docker or kubernetes removes the app)",
     ExitCode.BACKEND: "the scheduler's backend cannot be reached or refused the request: no Docker engine, an image "
                       "that cannot be found or pulled, a network that does not exist, a damaged `local` app folder, "
-                      "no Ray cluster at the dashboard address; with `apply`, a submission or cancel failed (what was "
-                      "done stays recorded on the jobs; run it again to go on)",
+                      "no Ray cluster at the dashboard address; with `apply`, a submission or cancel failed, or "
+                      "`--lock kubernetes` lost its Lease (what was done stays recorded on the jobs; run it again to "
+                      "go on)",
     ExitCode.DIFF_INCOMPLETE: "`diff`: a side of a spec file does not load (its errors are reported, and the other "
                               "files are still compared); `apply --plan`: a spec does not load or its dry run fails",
     ExitCode.TIMEOUT: "`wait --timeout` ran out before the app ended; `apply`: another `apply` held the lock "

@@ -140,8 +140,10 @@ def lifecycle(ws: Workspace, role: RoleMaker) -> None:
     assert {s["action"] for s in ws.apply()["steps"]} == {"unchanged"}
 
 
-def at_once(ws: Workspace, role: RoleMaker, runs: int = 2, jobs: int = 4) -> None:
-    """``runs`` applies of the same folder started together submit each job once between them.
+def at_once(ws: Workspace, role: RoleMaker, runs: int = 2, jobs: int = 4, extra: tuple[str, ...] = ()
+            ) -> list[dict[str, Any]]:
+    """``runs`` applies of the same folder (with ``extra`` arguments) started together submit each job once
+    between them; their reports.
 
     Without the lock they would: each lists the scheduler's apps before the
     others have submitted, and every run submits every job.
@@ -150,9 +152,10 @@ def at_once(ws: Workspace, role: RoleMaker, runs: int = 2, jobs: int = 4) -> Non
     for name in names:
         ws.write(f"jobs/{name}.json", name, [role("main", 300)])
     ws.repo.commit("the jobs")
-    procs = [ws.popen(*ws.apply_args()) for _ in range(runs)]
+    procs = [ws.popen(*ws.apply_args(*extra)) for _ in range(runs)]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0] * runs, [o[1] for o in outs]
     created = [s["identity"] for out, _ in outs for s in json.loads(out)["steps"] if s["status"] == "done"]
     assert sorted(created) == [f"jobs/{n}.json" for n in names]
     assert sorted(a["labels"]["torchspec.dev/apply-id"] for a in ws.listed()) == sorted(created)
+    return [json.loads(out) for out, _ in outs]

@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import pathlib
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from apply_support import Workspace, at_once, lifecycle
 
 from torchspec.errors import BackendError, Diagnostic
-from torchspec.gitops.apply import ApplyOptions, ApplyResult, Found, Step, apply_paths, plan
+from torchspec.gitops.apply import ApplyOptions, ApplyResult, Found, Step, apply_paths, execute, plan
 from torchspec.gitops.apply_report import render
 from torchspec.specs import AppState
 
@@ -80,6 +81,30 @@ def test_exit_codes() -> None:
     assert applied.exit_code == 1
     applied.steps.append(Step("create", "d", "d", status="failed"))
     assert applied.exit_code == 6
+
+
+def test_a_lock_lost_half_way_stops_before_the_next_cancel_or_submit() -> None:
+    """The guard (the Lease's check) runs before each change; once it raises, that step fails and nothing more
+    is done, so a run never submits without the lock."""
+    done: list[str] = []
+    runner = SimpleNamespace(schedule=lambda request: done.append(f"submit {request}") or f"x://s/{request}",
+                             cancel=lambda handle: done.append(f"cancel {handle}"))
+    steps = [Step("create", "a", "a", request="a"), Step("unchanged", "u", "u"),
+             Step("replace", "b", "b", request="b", found=[found("b", "h1")]), Step("create", "c", "c", request="c")]
+    calls = []
+
+    def guard() -> None:
+        calls.append(1)
+        if len(calls) > 1:
+            raise BackendError("lost the Lease ml/x: it expired and other:1:ab took it over")
+
+    execute(runner, steps, ApplyOptions("local", replace=True), guard=guard)  # type: ignore[arg-type]
+    assert done == ["submit a"]
+    assert [(s.identity, s.status) for s in steps] == [("a", "done"), ("u", "untouched"), ("b", "failed"),
+                                                       ("c", "skipped")]
+    assert steps[2].message == "not done: lost the Lease ml/x: it expired and other:1:ab took it over"
+    assert steps[3].message.startswith("stopped: lost the Lease")
+    assert ApplyResult("local", "default", "/r", steps, applied=True).exit_code == 6
 
 
 def test_reports_name_each_step_and_escape_what_the_repository_wrote() -> None:

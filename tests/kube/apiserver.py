@@ -62,6 +62,7 @@ class ResourceType:
     returns_deleted_object: bool = False  # DELETE answers with the object instead of a Status
     default_propagation: str = "Background"
     name_rule: str = "subdomain"  # subdomain | label | dns1035 | subdomain63
+    conditional_only: bool = False  # a PUT must carry a resourceVersion (custom resources: always)
 
     @property
     def api_version(self) -> str:
@@ -111,6 +112,9 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime",
                  namespaced=False, custom=True),
     ResourceType("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", status_subresource=True, custom=True),
+    # what `apply --lock kubernetes` takes turns with: create is 409 AlreadyExists for a taken name, and a PUT
+    # with a stale resourceVersion 409 Conflict, without one 422 (its strategy allows no unconditional update)
+    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", conditional_only=True),
 )
 
 #: Field selectors the real API accepts per plural, beyond metadata.name and metadata.namespace.
@@ -570,6 +574,17 @@ class Validator:
                 causes.append(Cause.required(f"{where}.image"))
         return causes
 
+    @staticmethod
+    def lease_spec(spec: Obj) -> list[Cause]:
+        """ValidateLeaseSpec: a positive duration, no negative transitions."""
+        causes = []
+        duration, transitions = spec.get("leaseDurationSeconds"), spec.get("leaseTransitions")
+        if duration is not None and duration <= 0:
+            causes.append(Cause.invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
+        if transitions is not None and transitions < 0:
+            causes.append(Cause.invalid("spec.leaseTransitions", transitions, "must be greater than or equal to 0"))
+        return causes
+
     @classmethod
     def check(cls, rt: ResourceType, obj: Obj) -> list[Cause]:
         meta = obj.get("metadata") or {}
@@ -584,6 +599,8 @@ class Validator:
             policy = (template.get("spec") or {}).get("restartPolicy", "Always")
             if policy not in ("OnFailure", "Never"):
                 causes.append(Cause.not_supported("spec.template.spec.restartPolicy", policy, ["OnFailure", "Never"]))
+        elif rt.api_version == "coordination.k8s.io/v1" and rt.plural == "leases":
+            causes += cls.lease_spec(spec)
         elif rt.plural == "services" and not rt.group:
             headless = spec.get("clusterIP") == "None"
             if not spec.get("ports") and not headless and spec.get("type", "ClusterIP") != "ExternalName":
@@ -610,6 +627,33 @@ def rfc3339_nano(ns: int) -> str:
     """Fixed nine digits, as the kubelet prefixes log lines (RFC3339NanoFixed)."""
     seconds, nanos = divmod(ns, 1_000_000_000)
     return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
+
+
+#: metav1.MicroTime's layout (RFC3339Micro): exactly six fractional digits, which Go's parser insists on
+MICRO_TIME_LAYOUT = "2006-01-02T15:04:05.000000Z07:00"
+_MICRO_TIME = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d{6})(Z|[+-]\d\d:\d\d)")
+#: the MicroTime fields of a served kind's spec
+MICRO_TIME_FIELDS = {("coordination.k8s.io", "leases"): ("acquireTime", "renewTime")}
+
+
+def decode_micro_times(rt: ResourceType, body: Obj) -> None:
+    """A MicroTime the server cannot decode makes the whole body a 400, with Go's parse error; one it can
+    is stored in UTC (``...Z``), as the real server writes it back."""
+    spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
+    for name in MICRO_TIME_FIELDS.get((rt.group, rt.plural), ()):
+        value = spec.get(name)
+        if value is None:
+            continue
+        match = _MICRO_TIME.fullmatch(value) if isinstance(value, str) else None
+        if match is None:
+            whole = re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", value) if isinstance(value, str) else None
+            rest, element = (value[whole.end():], ".000000") if whole else (value, "2006")
+            raise ApiError.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                                       f'parsing time {json.dumps(value)} as "{MICRO_TIME_LAYOUT}": cannot parse '
+                                       f'{json.dumps(rest)} as "{element}"')
+        base, fraction, zone = match.groups()
+        moment = datetime.fromisoformat(base + ("+00:00" if zone == "Z" else zone)).astimezone(timezone.utc)
+        spec[name] = moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
 
 
 def parse_rfc3339(text: str) -> int:
@@ -796,7 +840,9 @@ class ObjectStore:
 
     def replace(self, rt: ResourceType, namespace: Optional[str], name: str, body: Obj,
                 subresource: Optional[str] = None, dry_run: bool = False) -> Obj:
-        """PUT: optimistic concurrency on metadata.resourceVersion, immutable identity fields."""
+        """PUT: optimistic concurrency on metadata.resourceVersion, immutable identity fields.  Without a
+        resourceVersion it is unconditional, except where the type's strategy refuses that (custom resources,
+        Leases)."""
         new = copy.deepcopy(body)
         meta = new.setdefault("metadata", {})
         if meta.get("name") not in (None, name):
@@ -807,9 +853,11 @@ class ObjectStore:
             old = self._objects.get(self.key(rt, namespace, name))
             if old is None:
                 raise ApiError.not_found(rt, name)
-            if not meta.get("resourceVersion"):
-                raise ApiError.invalid(rt, name, [Cause("FieldValueInvalid", "metadata.resourceVersion",
-                                                        "Invalid value: 0x0: must be specified for an update")])
+            if not meta.get("resourceVersion") and (rt.custom or rt.conditional_only):
+                cause = Cause("FieldValueInvalid", "metadata.resourceVersion",
+                              "Invalid value: 0: must be specified for an update")
+                raise ApiError(422, "Invalid", f'{rt.qualified} "{name}" is invalid: {cause.field}: {cause.message}',
+                               rt.details(name, causes=[cause.to_json()]))
             return self._write(rt, namespace, name, old, new, subresource, dry_run)
 
     def patch(self, rt: ResourceType, namespace: Optional[str], name: str, content_type: str, patch: Any,
@@ -1574,6 +1622,7 @@ class RestApi:
             body = ex.body()
             if not isinstance(body, dict):
                 raise ApiError.bad_request("the body of the request must be an object")
+            decode_micro_times(rt, body)
             created = self.store.create(rt, route.namespace, body, dry_run=self._dry_run(ex.query))
             return ex.send_json(201, created)
         if ex.verb == "DELETE":  # deletecollection
@@ -1666,6 +1715,7 @@ class RestApi:
             body = ex.body()
             if not isinstance(body, dict):
                 raise ApiError.bad_request("the body of the request must be an object")
+            decode_micro_times(rt, body)
             return ex.send_json(200, self.store.replace(rt, ns, name, body, sub, dry_run))
         if ex.verb == "PATCH":
             return ex.send_json(200, self.store.patch(rt, ns, name, ex.content_type, ex.body(), sub, dry_run))

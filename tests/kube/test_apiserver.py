@@ -126,7 +126,7 @@ def test_discovery_lists_the_served_groups(api_client: Any) -> None:
     groups = client.ApisApi(api_client).get_api_versions()
     assert {g.name for g in groups.groups} == {"batch", "jobset.x-k8s.io", "batch.volcano.sh",
                                                "scheduling.volcano.sh", "kubeflow.org", "trainer.kubeflow.org",
-                                               "kueue.x-k8s.io"}
+                                               "kueue.x-k8s.io", "coordination.k8s.io"}
     resources = BatchV1Api(api_client).get_api_resources()
     assert {r.name for r in resources.resources} == {"jobs", "jobs/status"}
 
@@ -286,6 +286,8 @@ def test_patches_replace_and_status_subresource(apiserver: FakeApiServer, batch:
     with pytest.raises(ApiException) as caught:
         batch.replace_namespaced_job("train", NS, stale)
     assert caught.value.status == 409 and status_of(caught.value)["reason"] == "Conflict"
+    stale.metadata.resource_version = None  # a Job's strategy allows an unconditional update (a Lease's does not)
+    assert batch.replace_namespaced_job("train", NS, stale).metadata.labels == {"b": "2"}
 
     batch.patch_namespaced_job_status("train", NS, {"status": {"active": 1}})
     assert batch.read_namespaced_job_status("train", NS).status.active == 1
@@ -371,6 +373,11 @@ def test_jobset_as_custom_object(apiserver: FakeApiServer, custom: Any) -> None:
     patched = custom.patch_namespaced_custom_object(group, version, NS, plural, "train",
                                                     {"metadata": {"labels": {"x": "y"}}})
     assert patched["metadata"]["labels"]["x"] == "y" and patched["status"] == status
+    del patched["metadata"]["resourceVersion"]
+    with pytest.raises(ApiException) as caught:  # a custom resource is never updated unconditionally
+        custom.replace_namespaced_custom_object(group, version, NS, plural, "train", patched)
+    assert caught.value.status == 422 and status_of(caught.value)["message"].startswith(
+        'jobsets.jobset.x-k8s.io "train" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified')
 
     apiserver.create("batch/v1", "jobs", NS, {"metadata": {"name": "train-worker-0", "ownerReferences": [
         {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "train", "uid": made["metadata"]["uid"]}]},
@@ -411,6 +418,59 @@ def test_custom_objects_need_kind_and_reject_strategic_patch(custom: Any) -> Non
 
 # ---------------------------------------------------------------------------------------------------
 # injected failures and an unreachable cluster
+
+
+def lease_body(holder: str, duration: Any = 15, when: Any = "2026-01-02T03:04:05.000000Z",
+               version: str = "") -> dict[str, Any]:
+    meta = {"name": "lock", **({"resourceVersion": version} if version else {})}
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration, "renewTime": when}}
+
+
+def test_leases_take_turns_by_resource_version(custom: Any, api_client: Any) -> None:
+    """What `apply --lock kubernetes` relies on: one create wins, and a replace carrying a resourceVersion
+    someone else replaced meanwhile is a 409 Conflict (two takers of an expired Lease: one wins)."""
+    leases = ("coordination.k8s.io", "v1", NS, "leases")
+    created = custom.create_namespaced_custom_object(*leases, lease_body("a"))
+    with pytest.raises(ApiException) as caught:
+        custom.create_namespaced_custom_object(*leases, lease_body("b"))
+    assert caught.value.status == 409 and status_of(caught.value)["reason"] == "AlreadyExists"
+    assert status_of(caught.value)["message"] == 'leases.coordination.k8s.io "lock" already exists'
+
+    version = created["metadata"]["resourceVersion"]
+    taken = custom.replace_namespaced_custom_object(*leases, "lock", lease_body("b", version=version))
+    with pytest.raises(ApiException) as caught:
+        custom.replace_namespaced_custom_object(*leases, "lock", lease_body("c", version=version))
+    assert caught.value.status == 409 and status_of(caught.value)["reason"] == "Conflict"
+    assert status_of(caught.value)["message"] == (
+        'Operation cannot be fulfilled on leases.coordination.k8s.io "lock": the object has been modified; please '
+        'apply your changes to the latest version and try again')
+    with pytest.raises(ApiException) as caught:  # no unconditional update
+        custom.replace_namespaced_custom_object(*leases, "lock", lease_body("c"))
+    assert caught.value.status == 422 and status_of(caught.value)["message"] == (
+        'leases.coordination.k8s.io "lock" is invalid: metadata.resourceVersion: Invalid value: 0: must be '
+        'specified for an update')
+    assert status_of(caught.value)["details"]["kind"] == "leases"
+    lease = client.CoordinationV1Api(api_client).read_namespaced_lease("lock", NS)
+    assert lease.spec.holder_identity == "b" and lease.metadata.resource_version == taken["metadata"]["resourceVersion"]
+    assert lease.spec.renew_time == datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+
+
+def test_lease_validation_and_micro_times(custom: Any) -> None:
+    leases = ("coordination.k8s.io", "v1", NS, "leases")
+    with pytest.raises(ApiException) as caught:
+        custom.create_namespaced_custom_object(*leases, lease_body("a", duration=0))
+    assert caught.value.status == 422 and [c["field"] for c in status_of(caught.value)["details"]["causes"]] == [
+        "spec.leaseDurationSeconds"]
+    for when, rest, element in (("2026-01-02T03:04:05Z", "Z", ".000000"), ("2026-01-02T03:04:05.123Z", ".123Z", ".000000"),
+                                ("2026-01-02T03:04:05+00:00", "+00:00", ".000000"), ("x", "x", "2006")):
+        with pytest.raises(ApiException) as caught:  # RFC3339Micro: six fractional digits, always
+            custom.create_namespaced_custom_object(*leases, lease_body("a", when=when))
+        assert caught.value.status == 400 and status_of(caught.value)["message"] == (
+            f'Lease in version "v1" cannot be handled as a Lease: parsing time "{when}" as '
+            f'"2006-01-02T15:04:05.000000Z07:00": cannot parse "{rest}" as "{element}"')
+    created = custom.create_namespaced_custom_object(*leases, lease_body("a", when="2026-01-02T03:04:05.000000+01:00"))
+    assert created["spec"]["renewTime"] == "2026-01-02T02:04:05.000000Z"  # written back in UTC
 
 
 def test_injected_403_with_the_real_message(apiserver: FakeApiServer, batch: Any) -> None:

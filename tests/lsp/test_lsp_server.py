@@ -228,6 +228,11 @@ def test_config_scheduler_check_and_config_completion(project) -> None:
         component = session.hover(config, 0, 15).contents.value
         assert "dist.ddp(script: string = \"\"" in component and "Distributed data parallel" in component
         assert "NNODESxNPROC_PER_NODE" in session.hover(config, 1, 0).contents.value
+        session.change(config, '[apply]\nlo\n')
+        assert [i.label for i in session.complete(config, 1, 2)] == ["lock", "lock_timeout", "lock_duration"]
+        session.change(config, '[apply]\nlock = "kubernetes"\n')
+        assert "Lease" in session.hover(config, 1, 1).contents.value
+        assert "lock_duration" in session.hover(config, 0, 2).contents.value
         (project / ".torchspec.toml").write_text('[component."dist.ddp"]\nj = "2x4"\n')
         session.save(config)  # no default scheduler any more: the open specs are linted again without it
         assert session.wait_diagnostics(uri) == []

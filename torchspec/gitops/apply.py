@@ -20,7 +20,9 @@ submitted again, only with ``replace``) and ``prune`` (a live app whose spec
 is gone from the paths given: cancelled, only with ``prune``); a file that
 does not load, or an app the scheduler refuses at dry run, is an ``error``
 and is not submitted.  Listing, planning and submitting happen under a lock
-(:mod:`torchspec.gitops.lock`), so two runs at once submit each job once.
+(:mod:`torchspec.gitops.lock`: a file, or with ``lock="kubernetes"`` a Lease
+on the cluster, checked before each submit), so two runs at once submit each
+job once.
 There is no other record than the labels: a run that stops half way leaves
 what it submitted labelled, and the next run continues from there.
 """
@@ -65,9 +67,13 @@ class ApplyOptions:
     prune: bool = False
     #: submit nothing unless every file loads and every app passes its dry run
     all_or_nothing: bool = False
+    #: what takes turns: "file" (a lock file, per machine) or "kubernetes" (a Lease on the cluster)
+    lock: str = "file"
     #: the lock file (default: under the state dir, per scheduler and scope) and how long to wait for it
     lock_file: str | None = None
     lock_timeout: float = 600.0
+    #: "kubernetes": how long the Lease lasts unless renewed (seconds)
+    lock_duration: int = 15
 
 
 @dataclass
@@ -144,17 +150,17 @@ class ApplyResult:
 # ---------------------------------------------------------------- the whole run
 
 
-def apply_paths(runner: "Runner", paths: Iterable[str], options: ApplyOptions, *, plan_only: bool = False
-                ) -> ApplyResult:
+def apply_paths(runner: "Runner", paths: Iterable[str], options: ApplyOptions, *, plan_only: bool = False,
+                on_wait: Callable[[str], None] | None = None) -> ApplyResult:
     """Plan (and unless ``plan_only``, carry out) what makes ``options.scheduler`` run the specs under ``paths``.
 
     Raises :class:`UsageError` for a scheduler that does not keep labels, a
-    path outside the root or a bad run option, and
-    :class:`~torchspec.gitops.lock.LockTimeout` when another run holds the lock too long.
+    path outside the root, a bad run option or lock option, and
+    :class:`~torchspec.gitops.lock.LockTimeout` when another run holds the lock too long
+    (``on_wait`` hears who, as it waits).
     """
-    from torchspec.gitops.lock import default_lock_path, held
-
     paths = list(paths)
+    check_lock_options(options)
     scheduler = runner.check_scheduler(options.scheduler)
     if not runner.scheduler_keeps_labels(scheduler):
         raise UsageError(f"the {scheduler} scheduler does not keep app labels: apply could not find what it submitted",
@@ -164,13 +170,42 @@ def apply_paths(runner: "Runner", paths: Iterable[str], options: ApplyOptions, *
     run_options = runner.run_options(scheduler, options.cfg)
     steps = load_specs(root, paths, options, scheduler, run_options)
     dry_run(runner, steps, options, scheduler, run_options)
-    lock = held(options.lock_file or default_lock_path(scheduler, options.scope), options.lock_timeout)
-    with contextlib.nullcontext() if plan_only else lock:
+    lock = contextlib.nullcontext() if plan_only else open_lock(runner, scheduler, run_options, options, on_wait)
+    with lock as held:
         listed = find_applied(runner, scheduler, run_options, options.scope)
         steps = plan(steps, listed, lambda path: in_scope(path, scope))
         if not plan_only:
-            execute(runner, steps, options)
+            execute(runner, steps, options, guard=held.check)
     return ApplyResult(scheduler, options.scope, root, steps, applied=not plan_only)
+
+
+def check_lock_options(options: ApplyOptions) -> None:
+    """A :class:`UsageError` for a lock ``apply`` does not know, or options the chosen lock does not take."""
+    from torchspec.gitops.lock import LOCKS
+
+    if options.lock not in LOCKS:
+        raise UsageError(f"unknown lock {options.lock!r}", f"use one of {', '.join(LOCKS)}")
+    if options.lock != "file" and options.lock_file:
+        raise UsageError(f"--lock-file is for --lock file, not --lock {options.lock}",
+                         "drop --lock-file: the Lease is named after the scheduler and scope")
+    if options.lock_duration < 1:
+        raise UsageError(f"the lock duration must be 1 second or more, not {options.lock_duration}")
+
+
+def open_lock(runner: "Runner", scheduler: str, run_options: Mapping[str, Any], options: ApplyOptions,
+              on_wait: Callable[[str], None] | None) -> Any:
+    """The lock ``apply`` holds while it lists, plans and submits (a context manager whose value has ``check()``):
+    the lock file, or the Lease in the namespace (and kubeconfig context) of the kubernetes run options: these
+    run options when they are kubernetes', else ``[scheduler.kubernetes]``'s from the config."""
+    from torchspec.gitops.lock import default_lock_path, held, lease_held, lease_name
+
+    if options.lock == "file":
+        return held(options.lock_file or default_lock_path(scheduler, options.scope), options.lock_timeout,
+                    on_wait=on_wait)
+    kube = run_options if scheduler == "kubernetes" else runner.run_options("kubernetes", None)
+    return lease_held(lease_name(scheduler, options.scope), options.lock_timeout,
+                      namespace=str(kube.get("namespace") or "") or None, context=str(kube.get("context") or "") or None,
+                      duration=options.lock_duration, on_wait=on_wait)
 
 
 def find_root() -> str:
@@ -308,12 +343,15 @@ def plan(steps: list[Step], found: list[Found], in_scope: Callable[[str], bool])
 # ---------------------------------------------------------------- carrying it out
 
 
-def execute(runner: "Runner", steps: list[Step], options: ApplyOptions) -> None:
+def execute(runner: "Runner", steps: list[Step], options: ApplyOptions,
+            guard: Callable[[], None] = lambda: None) -> None:
     """Do what the plan says, step by step: cancel what is replaced or pruned, submit what is new.
 
     Steps the options do not allow are ``skipped``; a step that fails is
     ``failed`` and the others go on, unless ``all_or_nothing``, which submits
     nothing when a spec has errors and stops at the first failure.
+    ``guard`` is called before each cancel or submit: when it raises (the
+    lock is no longer this run's), that step fails and nothing more is done.
     """
     errors = sum(1 for s in steps if s.action == "error")
     stop = f"--all-or-nothing: {_count(errors, 'spec')} with errors" if options.all_or_nothing and errors else ""
@@ -327,6 +365,12 @@ def execute(runner: "Runner", steps: list[Step], options: ApplyOptions) -> None:
         elif step.action == "prune" and not options.prune:
             step.status, step.message = "skipped", "its spec is gone: --prune cancels it"
         else:
+            try:
+                guard()
+            except TorchSpecError as e:
+                step.status, step.message = "failed", f"not done: {e}"
+                stop = f"stopped: {e}"
+                continue
             try:
                 for app in step.found:
                     runner.cancel(app.handle)

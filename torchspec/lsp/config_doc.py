@@ -1,5 +1,6 @@
 """Completion and hover in torchspec config files: scheduler names and their run options
-(``[scheduler.NAME]``), components and their params (``[component."NAME"]``), and the ``[lint]`` keys.
+(``[scheduler.NAME]``), components and their params (``[component."NAME"]``), and the ``[lint]`` and
+``[apply]`` keys.
 
 ``pyproject.toml`` holds the same tables under ``[tool.torchspec]``.
 """
@@ -24,6 +25,7 @@ SECTIONS = {
     "scheduler": "Run option defaults of one scheduler, `[scheduler.NAME]`; `-c` wins.",
     "component": 'Param defaults of a component or spec path, `[component."NAME"]`; `-p` wins.',
     "cli": "`default_scheduler` (TorchX's spelling).",
+    "apply": "`torchspec apply` defaults: lock, lock_timeout, lock_duration.",
 }
 LINT_KEYS = {
     "select": "Only these codes or prefixes (e.g. `[\"TS2\", \"TS501\"]`).",
@@ -34,6 +36,14 @@ LINT_KEYS = {
     "max_file_size": "Refuse spec files larger than this many bytes.",
     "jobs": "Processes that lint files at once (0: one per CPU, from 64 files on; 1: one).",
 }
+APPLY_KEYS = {
+    "lock": "What runs take turns on: `\"file\"` (a lock file, this machine) or `\"kubernetes\"` (a Lease on the "
+            "cluster, runs on any machine).",
+    "lock_timeout": "Seconds to wait for another apply holding the lock (600).",
+    "lock_duration": "`lock = \"kubernetes\"`: seconds the Lease lasts unless renewed (15).",
+}
+#: The keys of the sections that hold plain settings.
+SECTION_KEYS = {"lint": LINT_KEYS, "apply": APPLY_KEYS}
 DEFAULT_SCHEDULER = "The scheduler `submit`, `run` and the others use without `-s`; the language server also " \
                     "dry-runs every spec on it (lint's TS601)."
 
@@ -75,8 +85,8 @@ def _key_items(ctx: Context) -> list[types.CompletionItem]:
     found: dict[str, str] = {}
     if path in ((), ("cli",)):
         found = {"default_scheduler": DEFAULT_SCHEDULER}
-    elif path == ("lint",):
-        found = LINT_KEYS
+    elif len(path) == 1 and path[0] in SECTION_KEYS:
+        found = SECTION_KEYS[str(path[0])]
     elif len(path) == 2 and path[0] == "scheduler":
         found = knowledge.run_options(str(path[1]))
     elif len(path) == 2 and path[0] == "component":
@@ -124,8 +134,8 @@ def _describe(ctx: Context, word: str, text: str) -> str | None:
         return knowledge.param_doc(str(path[2]), decl) if decl is not None else None
     if path in (("default_scheduler",), ("cli", "default_scheduler")):
         return DEFAULT_SCHEDULER
-    if len(path) == 2 and path[0] == "lint":
-        return LINT_KEYS.get(str(path[1]))
+    if len(path) == 2 and path[0] in SECTION_KEYS:
+        return SECTION_KEYS[str(path[0])].get(str(path[1]))
     return SECTIONS.get(str(path[0])) if len(path) == 1 else None
 
 

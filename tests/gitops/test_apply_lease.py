@@ -1,0 +1,327 @@
+"""``torchspec apply --lock kubernetes``: runs take turns on a Lease, on the API stand-in and on the real cluster.
+
+Two applies started together submit each job once; a holder killed with
+SIGKILL (a process holding it as apply does, or apply itself half way through
+its submissions) leaves a Lease the next apply takes once it expires; a
+holder that lives makes ``--lock-timeout`` run out (exit 124, naming it); no
+cluster is exit 6 naming the server; a refusal on leases says which rights
+are missing, and the README's Role grants them.
+The Lease's own protocol is tested in tests/kube/test_lease.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Iterator, Optional
+
+import pytest
+from apply_support import Workspace, at_once
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs Linux")
+pytest.importorskip("kubernetes")
+
+PY = sys.executable
+LOCK = ("--lock", "kubernetes")
+#: A process holding the Lease as apply does (lease_held), until it is killed: argv name, namespace, duration.
+HOLDER = """
+import sys, time
+from torchspec.gitops.lock import lease_held
+with lease_held(sys.argv[1], 30, namespace=sys.argv[2], duration=int(sys.argv[3])) as lease:
+    print(lease.identity, flush=True)
+    time.sleep(600)
+"""
+
+
+def kube_role(name: str, seconds: int) -> dict:
+    return {"name": name, "image": "busybox:1.36", "entrypoint": "sh", "args": ["-c", f"sleep {seconds}"]}
+
+
+def local_role(name: str, seconds: int) -> dict:
+    return {"name": name, "image": ".", "entrypoint": PY, "args": ["-c", f"import time; time.sleep({seconds})"]}
+
+
+def lease_name(ws: Workspace) -> str:
+    return f"torchspec-apply-{ws.scheduler}-{ws.scope}"
+
+
+class Holder:
+    """A process that takes the Lease and holds it, renewing, until :meth:`kill`."""
+
+    def __init__(self, ws: Workspace, namespace: str, duration: int) -> None:
+        self.proc = subprocess.Popen([PY, "-c", HOLDER, lease_name(ws), namespace, str(duration)], env=ws.env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.identity = self.proc.stdout.readline().strip()
+        assert self.identity.count(":") == 2, self.proc.communicate(timeout=30)
+
+    def kill(self) -> float:
+        """SIGKILL: no release, no last renewal. Returns when it died (monotonic)."""
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        return time.monotonic()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.kill()
+        self.proc.communicate()
+
+
+def waits_then_applies(ws: Workspace, holder: Holder, namespace: str, duration: int) -> None:
+    """While ``holder`` lives, apply gives up after --lock-timeout naming it (124); once it is killed, the next
+    apply waits for its Lease to expire (about ``duration``, the last renewal having been up to a third
+    before), then submits."""
+    ws.write("jobs/a.json", "a", [ws.role("main", 300)])  # type: ignore[attr-defined]
+    timed_out = ws.run(*ws.apply_args(*LOCK, "--lock-timeout", "1"))
+    assert timed_out.returncode == 124, timed_out.stderr
+    assert re.search(rf"another torchspec apply holds the Lease {namespace}/{lease_name(ws)} \(waited \d+s\): "
+                     rf"held by {holder.identity}, renewed", timed_out.stderr), timed_out.stderr
+    assert f"waiting for the Lease {namespace}/{lease_name(ws)}: held by {holder.identity}" in timed_out.stderr
+    assert ws.listed() == []
+
+    died = holder.kill()
+    r = ws.run(*ws.apply_args(*LOCK, "--lock-timeout", "60"))
+    waited = time.monotonic() - died
+    assert r.returncode == 0, r.stderr
+    assert f"held by {holder.identity}" in r.stderr
+    assert duration * 2 / 3 - 0.5 <= waited <= duration + 15, waited
+    assert [a["labels"]["torchspec.dev/apply-id"] for a in ws.listed()] == ["jobs/a.json"]
+
+
+# ---------------------------------------------------------------- the API stand-in
+
+
+@pytest.fixture
+def apiserver() -> Iterator[Any]:
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "kube"))
+    from apiserver import FakeApiServer
+
+    with FakeApiServer() as server:
+        server.add_namespace("ml")
+        yield server
+
+
+@pytest.fixture
+def ws(tmp_path: pathlib.Path, apiserver: Any) -> Workspace:
+    kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
+    workspace = Workspace(tmp_path, "kubernetes", cfg="namespace=ml", extra_env={"KUBECONFIG": kubeconfig})
+    workspace.role = kube_role  # type: ignore[attr-defined]
+    return workspace
+
+
+def stored_lease(apiserver: Any, ws: Workspace, namespace: str = "ml") -> Optional[dict]:
+    return apiserver.get("coordination.k8s.io/v1", "leases", namespace, lease_name(ws))  # type: ignore[no-any-return]
+
+
+def test_two_applies_at_once_take_turns_on_the_lease(ws: Workspace, apiserver: Any) -> None:
+    reports = at_once(ws, kube_role, runs=2, jobs=4, extra=LOCK)
+    assert sorted(r["summary"]["done"] for r in reports) == [0, 4]
+    lease = stored_lease(apiserver, ws)
+    assert lease is not None and lease["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "torchspec"}
+    spec = lease["spec"]
+    assert "holderIdentity" not in spec and spec["leaseDurationSeconds"] == 15  # released by the second
+    assert spec["leaseTransitions"] == 1  # created by one run, taken over by the other
+
+
+def test_a_holder_that_lives_times_apply_out_and_one_killed_lets_it_in(ws: Workspace, apiserver: Any) -> None:
+    holder = Holder(ws, "ml", duration=3)
+    try:
+        waits_then_applies(ws, holder, "ml", 3)
+    finally:
+        holder.stop()
+    spec = stored_lease(apiserver, ws)["spec"]  # type: ignore[index]
+    assert "holderIdentity" not in spec and spec["leaseTransitions"] == 1
+
+
+def test_the_lease_of_another_scheduler_lives_in_the_kubeconfig_namespace(tmp_path: pathlib.Path,
+                                                                          apiserver: Any) -> None:
+    """-s local: the kubernetes run options of the config ([scheduler.kubernetes]) say where, else the kubeconfig."""
+    kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig", namespace="ml")
+    ws = Workspace(tmp_path, "local", extra_env={"KUBECONFIG": kubeconfig})
+    ws.write("jobs/a.json", "a", [local_role("main", 1)])
+    try:
+        assert ws.apply(*LOCK)["by_id"]["jobs/a.json"]["status"] == "done"
+        assert stored_lease(apiserver, ws, "ml") is not None
+        config = pathlib.Path(ws.env["XDG_CONFIG_HOME"]) / "torchspec" / "config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text('[scheduler.kubernetes]\nnamespace = "default"\n')
+        ws.apply(*LOCK)
+        assert stored_lease(apiserver, ws, "default") is not None
+    finally:
+        ws.cancel_all()
+
+
+def test_the_config_can_choose_the_lease(ws: Workspace, apiserver: Any) -> None:
+    ws.write("jobs/a.json", "a", [kube_role("main", 1)])
+    config = ws.root / ".torchspec.toml"
+    config.write_text('[apply]\nlock = "kubernetes"\nlock_duration = 5\n')
+    assert ws.apply()["by_id"]["jobs/a.json"]["status"] == "done"
+    assert stored_lease(apiserver, ws)["spec"]["leaseDurationSeconds"] == 5  # type: ignore[index]
+    ws.apply("--lock-duration", "7")
+    assert stored_lease(apiserver, ws)["spec"]["leaseDurationSeconds"] == 7  # type: ignore[index]
+    version = stored_lease(apiserver, ws)["metadata"]["resourceVersion"]  # type: ignore[index]
+    assert ws.apply("--lock-file", str(ws.root.parent / "a.lock"))["summary"]["done"] == 0  # a file: not the Lease
+    assert stored_lease(apiserver, ws)["metadata"]["resourceVersion"] == version  # type: ignore[index]
+    config.write_text('[apply]\nlock = "etcd"\n')
+    bad = ws.run(*ws.apply_args())
+    assert bad.returncode == 2 and 'apply.lock must be "file" or "kubernetes", not \'etcd\'' in bad.stderr
+
+
+def test_the_cli_offers_the_locks_apply_knows() -> None:
+    from torchspec.cli.apply_cmd import _LOCKS
+    from torchspec.gitops.lock import LOCKS, lease_name
+
+    assert _LOCKS == LOCKS
+    assert lease_name("kubernetes", "default") == "torchspec-apply-kubernetes-default"
+    assert lease_name("local", "Team_A") == "torchspec-apply-local-team-a-" + lease_name("local", "Team_A")[-8:]
+    assert lease_name("local", "Team_A") != lease_name("local", "team-a")
+
+
+def test_lease_errors_are_clear(ws: Workspace, apiserver: Any) -> None:
+    ws.write("jobs/a.json", "a", [kube_role("main", 1)])
+    apiserver.fail_next("POST", r"/leases$", 403)
+    refused = ws.run(*ws.apply_args(*LOCK))
+    assert refused.returncode == 6 and "forbidden" in refused.stderr
+    assert "needs get, create and update on leases (coordination.k8s.io) in the namespace ml" in refused.stderr
+
+    mixed = ws.run(*ws.apply_args(*LOCK, "--lock-file", "x.lock"))
+    assert mixed.returncode == 2 and "--lock-file is for --lock file" in mixed.stderr
+
+    address = apiserver.url
+    apiserver.stop()
+    gone = ws.run(*ws.apply_args(*LOCK))
+    assert gone.returncode == 6 and f"cannot reach the Kubernetes API server at {address}" in gone.stderr
+    assert "Lease ml/" in gone.stderr
+    assert ws.run(*ws.apply_args(*LOCK, "--plan")).returncode == 6  # a plan takes no lock, but lists
+
+
+# ---------------------------------------------------------------- the real cluster
+
+
+@pytest.fixture
+def real_ns(k8s_cluster: Any) -> str:
+    return k8s_cluster.new_namespace("lease")  # type: ignore[no-any-return]
+
+
+def real_ws(tmp_path: pathlib.Path, k8s_cluster: Any, namespace: str, scheduler: str,
+            kubeconfig: str = "") -> Workspace:
+    env = {"KUBECONFIG": kubeconfig or k8s_cluster.kubeconfig}
+    if scheduler == "kubernetes":
+        ws = Workspace(tmp_path, "kubernetes", cfg=f"namespace={namespace},flavor=job", extra_env=env)
+        ws.role = kube_role  # type: ignore[attr-defined]
+    else:  # the Lease's namespace from [scheduler.kubernetes] in the user config
+        ws = Workspace(tmp_path, scheduler, extra_env=env)
+        config = pathlib.Path(ws.env["XDG_CONFIG_HOME"]) / "torchspec" / "config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text(f'[scheduler.kubernetes]\nnamespace = "{namespace}"\n')
+        ws.role = local_role  # type: ignore[attr-defined]
+    return ws
+
+
+def real_lease(k8s_cluster: Any, namespace: str, ws: Workspace) -> dict:
+    got = k8s_cluster.kubectl("get", "lease", "-n", namespace, lease_name(ws), "-o", "json")
+    return json.loads(got.stdout)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("scheduler", ["local", "kubernetes"])
+def test_real_cluster_two_applies_at_once_submit_each_job_once(tmp_path: pathlib.Path, k8s_cluster: Any,
+                                                               real_ns: str, scheduler: str) -> None:
+    ws = real_ws(tmp_path, k8s_cluster, real_ns, scheduler)
+    try:
+        reports = at_once(ws, ws.role, runs=2, jobs=6, extra=LOCK)  # type: ignore[attr-defined]
+    finally:
+        ws.cancel_all()
+    assert sorted(r["summary"]["done"] for r in reports) == [0, 6]
+    spec = real_lease(k8s_cluster, real_ns, ws)["spec"]
+    assert "holderIdentity" not in spec and spec["leaseTransitions"] == 1
+
+
+def test_real_cluster_a_killed_holder_lease_expires_and_the_next_apply_proceeds(
+        tmp_path: pathlib.Path, k8s_cluster: Any, real_ns: str) -> None:
+    ws = real_ws(tmp_path, k8s_cluster, real_ns, "local")
+    holder = Holder(ws, real_ns, duration=3)
+    try:
+        assert real_lease(k8s_cluster, real_ns, ws)["spec"]["holderIdentity"] == holder.identity
+        waits_then_applies(ws, holder, real_ns, 3)
+    finally:
+        holder.stop()
+        ws.cancel_all()
+    spec = real_lease(k8s_cluster, real_ns, ws)["spec"]
+    assert "holderIdentity" not in spec and spec["leaseTransitions"] == 1
+
+
+def test_real_cluster_an_apply_killed_half_way_leaves_the_rest_to_the_next(tmp_path: pathlib.Path,
+                                                                            k8s_cluster: Any, real_ns: str) -> None:
+    """SIGKILL an apply as soon as it holds the Lease (3 s): the next waits for it to expire, then submits what
+    the first did not, each job once."""
+    ws = real_ws(tmp_path, k8s_cluster, real_ns, "local")
+    jobs = 40
+    for i in range(jobs):
+        ws.write(f"jobs/j{i:02d}.json", f"j{i:02d}", [{"name": "main", "image": ".", "entrypoint": "true"}])
+    first = ws.popen(*ws.apply_args(*LOCK, "--lock-duration", "3"))
+    try:
+        deadline = time.monotonic() + 60
+        while not real_lease_holder(k8s_cluster, real_ns, ws) and first.poll() is None:
+            assert time.monotonic() < deadline, "the first apply never took the Lease"
+        os.kill(first.pid, signal.SIGKILL)
+        assert first.wait(timeout=30) == -signal.SIGKILL, "the first apply ended before it could be killed"
+        died, submitted = time.monotonic(), len(ws.listed())
+        second = ws.apply(*LOCK)
+        assert time.monotonic() - died >= 1.5  # it waited for the Lease to expire
+        assert second["summary"]["done"] == jobs - submitted and second["summary"]["unchanged"] == submitted
+        listed = [a["labels"]["torchspec.dev/apply-id"] for a in ws.listed()]
+        assert sorted(listed) == sorted(set(listed)) and len(listed) == jobs
+    finally:
+        first.kill()
+        first.communicate()
+        ws.cancel_all()
+
+
+def real_lease_holder(k8s_cluster: Any, namespace: str, ws: Workspace) -> str:
+    got = k8s_cluster.kubectl("get", "lease", "-n", namespace, lease_name(ws), "-o", "jsonpath={.spec.holderIdentity}",
+                              check=False)
+    return got.stdout.strip() if got.returncode == 0 else ""
+
+
+def test_real_cluster_rbac_refusal_names_the_rights_and_the_readme_role_grants_them(
+        tmp_path: pathlib.Path, k8s_cluster: Any, real_ns: str) -> None:
+    """A service account with no rights gets the server's 403 and what to ask for; the Role and RoleBinding
+    the README gives are enough."""
+    k8s_cluster.kubectl("create", "serviceaccount", "ci", "-n", real_ns)
+    token = k8s_cluster.kubectl("create", "token", "ci", "-n", real_ns).stdout.strip()
+    admin = json.loads(k8s_cluster.kubectl("config", "view", "--raw", "--minify", "-o", "json").stdout)
+    kubeconfig = tmp_path / "ci.kubeconfig"
+    kubeconfig.write_text(json.dumps({  # JSON is YAML
+        "apiVersion": "v1", "kind": "Config", "current-context": "ci",
+        "clusters": [{"name": "real", "cluster": admin["clusters"][0]["cluster"]}],
+        "users": [{"name": "ci", "user": {"token": token}}],
+        "contexts": [{"name": "ci", "context": {"cluster": "real", "user": "ci", "namespace": real_ns}}]}))
+    ws = real_ws(tmp_path, k8s_cluster, real_ns, "local", kubeconfig=str(kubeconfig))
+    ws.write("jobs/a.json", "a", [local_role("main", 1)])
+    refused = ws.run(*ws.apply_args(*LOCK))
+    assert refused.returncode == 6, refused.stderr
+    assert (f'leases.coordination.k8s.io is forbidden: User "system:serviceaccount:{real_ns}:ci" cannot create '
+            f'resource "leases" in API group "coordination.k8s.io" in the namespace "{real_ns}"') in refused.stderr
+    assert f"needs get, create and update on leases (coordination.k8s.io) in the namespace {real_ns}" in refused.stderr
+    assert ws.listed() == []
+
+    k8s_cluster.kubectl("create", "role", "torchspec-apply", "-n", real_ns, "--verb=get,create,update",
+                        "--resource=leases.coordination.k8s.io")
+    k8s_cluster.kubectl("create", "rolebinding", "torchspec-apply", "-n", real_ns, "--role=torchspec-apply",
+                        f"--serviceaccount={real_ns}:ci")
+    try:
+        deadline = time.monotonic() + 30  # the authorizer sees the binding within moments
+        while "forbidden" in (granted := ws.run(*ws.apply_args(*LOCK))).stderr and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert granted.returncode == 0, granted.stderr
+        assert ws.apply(*LOCK)["by_id"]["jobs/a.json"]["action"] == "unchanged"  # takes over the released Lease
+    finally:
+        ws.cancel_all()
+    assert real_lease(k8s_cluster, real_ns, ws)["spec"]["leaseTransitions"] == 1
+
