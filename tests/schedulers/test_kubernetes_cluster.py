@@ -13,9 +13,11 @@ the cluster, and every test works in a namespace of its own.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -268,6 +270,38 @@ def test_apply_twice_creates_one_job_and_diff_shows_the_manifests(target: Target
                      str(new))
     assert diff.returncode == 1, diff.stderr
     assert "echo b" in diff.stdout
+
+
+def test_dist_ddp_trains_with_gloo_across_two_pods(real: Target, tmp_path: pathlib.Path) -> None:
+    """The real dist.ddp component, 2 nodes x 1 process: two pods meet at rank 0's DNS name and all_reduce.
+
+    No image with PyTorch is at hand (none can be pulled, and this machine's CUDA build of torch is
+    gigabytes): the busybox image gets this machine's Python (with torch), /usr and the script through
+    read-only host mounts, the component's own ``mounts`` parameter."""
+    if importlib.util.find_spec("torch") is None:
+        if os.environ.get("TORCHSPEC_REQUIRE_TORCH") == "1":
+            pytest.fail("TORCHSPEC_REQUIRE_TORCH=1 but torch is not installed (scripts/test installs it)")
+        pytest.skip("torch is not installed (bash scripts/test installs torch==2.13.0)")
+    root = pathlib.Path(__file__).resolve().parents[2]
+    pythons = sorted({sys.base_prefix, sys.prefix})
+    mounts = ["type=bind,src=/usr,dst=/usr,readonly", "type=bind,src=/usr/lib,dst=/lib,readonly",
+              "type=bind,src=/usr/lib64,dst=/lib64,readonly",
+              f"type=bind,src={root / 'examples' / 'ddp_train'},dst=/ddp,readonly"]
+    mounts += [f"type=bind,src={p},dst={p},readonly" for p in pythons]
+    path = ":".join([str(pathlib.Path(p) / "bin") for p in reversed(pythons)] + ["/usr/bin", "/bin"])
+    done = torchspec("submit", "-s", "kubernetes", "-c", f"namespace={real.ns}", "dist.ddp", "-p", "j=2x1",
+                     "-p", "script=/ddp/train.py", "-p", f"image={K8S_IMAGE}", "-p", "cpu=1", "-p", "memMB=1536",
+                     "-p", f"mounts={json.dumps(mounts)}",
+                     "-p", f"env=LOGLEVEL=WARNING,PATH={path},TMPDIR=/dev/shm,HOME=/dev/shm", "--wait",
+                     timeout=600)
+    handle = done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""
+    logs = torchspec("logs", handle).stdout if handle else ""
+    assert done.returncode == 0, (done.stderr, logs)
+    assert "world_size 2 backend gloo" in logs, logs
+    means = re.findall(r"train/(\d) .*rank (\d) all_reduce mean loss ([0-9.]+)", logs)
+    assert sorted((replica, rank) for replica, rank, _ in means) == [("0", "0"), ("1", "1")], logs
+    assert len({value for _, _, value in means}) == 1, logs  # both ranks hold the same all_reduce result
+    assert float(means[0][2]) < 0.05, logs
 
 
 # ----------------------------------------------------------------------------
