@@ -1078,6 +1078,9 @@ class LogStore:
 
     def __init__(self) -> None:
         self._lines: dict[tuple[str, str, int], list[LogLine]] = {}
+        #: container instances whose process has exited: their follow streams end, whatever the pod's
+        #: status says yet (the real kubelet reports the status a moment after the log ends)
+        self.ended: set[tuple[str, str, int]] = set()
 
     def append(self, pod_uid: str, container: str, instance: int, text: str, time_ns: Optional[int] = None) -> None:
         lines = text.split("\n")
@@ -1818,8 +1821,9 @@ class RestApi:
             with self.store.changed:
                 while True:
                     batch = lines[position:]
-                    running = KubeletStatus.still_writing(self.store.find(self.registry.get("v1", "pods"), ns, name),
-                                                          container, instance)
+                    pod = self.store.find(self.registry.get("v1", "pods"), ns, name)
+                    running = KubeletStatus.still_writing(pod, container, instance) and (
+                        pod is None or (pod["metadata"]["uid"], container, instance) not in self.api.logs.ended)
                     if batch or not running or self.store.closed:
                         break
                     self.store.changed.wait(FOLLOW_POLL_S)
@@ -2074,6 +2078,17 @@ class FakeApiServer:
             found = KubeletStatus.container_status(obj, name) or {}
             stamp = int(timestamp.timestamp() * 1_000_000_000) if timestamp else None
             self.logs.append(obj["metadata"]["uid"], name, found.get("restartCount", 0), text, stamp)
+            self.store.changed.notify_all()
+
+    def end_log(self, namespace: str, pod: str, container: Optional[str] = None) -> None:
+        """The container's process has exited: its follow streams end now, before any status says so (as
+        on a real node, where the kubelet writes the pod's status a moment after the log ends)."""
+        pods = self.registry.get("v1", "pods")
+        with self.store.changed:
+            obj = self.store.get(pods, namespace, pod)
+            name = container or obj["spec"]["containers"][0]["name"]
+            found = KubeletStatus.container_status(obj, name) or {}
+            self.logs.ended.add((obj["metadata"]["uid"], name, found.get("restartCount", 0)))
             self.store.changed.notify_all()
 
     def set_status(self, api_version: str, plural: str, namespace: Optional[str], name: str, status: Obj) -> Obj:

@@ -18,12 +18,15 @@ import re
 import signal
 import subprocess
 import threading
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from apiserver import FakeApiServer
 
 Obj = Dict[str, Any]
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+#: how long after a container's log ends its pod's status says so (about what a real kubelet takes here)
+STATUS_LAG_S = 0.5
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
@@ -177,6 +180,8 @@ class FakeNode:
         if self._procs.get((ns, name)) is not proc:
             return  # killed because its pod went away
         try:
+            self.srv.end_log(ns, name)
+            time.sleep(STATUS_LAG_S)  # as a real kubelet: the log ends, the pod's status follows
             self.srv.set_pod_phase(ns, name, "Succeeded" if code == 0 else "Failed", exit_code=code)
         except KeyError:
             pass

@@ -249,7 +249,7 @@ def test_logs_follow_prints_lines_as_they_come_and_ends_with_the_app(target: Tar
         follow.kill()
     assert follow.returncode == 0, err
     assert [line.split(" ", 1)[1] for line in out.splitlines() if "tick" in line] == \
-        [f"tick {i}" for i in (1, 2, 3, 4)], out
+        [f"tick {i}" for i in (1, 2, 3, 4)], (out, err)
 
 
 @lifecycle
