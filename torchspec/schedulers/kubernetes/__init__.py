@@ -53,6 +53,7 @@ The package, lowest module first (each imports only those above it):
                   (kubeflow.py: what the two Kubeflow flavors share)
     flavors.py    the table of flavors (adding one: a module and an entry here)
     options.py    the run options and the checks of their values
+    origin.py     where in the spec a field of a manifest comes from (lint's positions)
     validate.py   validation against Kubernetes' schemas and the bundled CRDs
     translate.py  the request (what a dry run prints) and the pod template
     status.py     reading objects and pods back: states, failures, describe

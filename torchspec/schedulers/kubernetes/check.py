@@ -20,7 +20,8 @@ from typing import Any, Dict, List, Mapping, Sequence
 from torchspec.errors import UsageError
 from torchspec.schedulers.api import RequestCheck, RequestProblem
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
-from torchspec.schedulers.kubernetes.states import ANNOTATION_ROLE_INDEX, DEFAULT_FLAVOR, META_POD_PATCH
+from torchspec.schedulers.kubernetes.origin import json_path, parse_field, place, spec_path
+from torchspec.schedulers.kubernetes.states import DEFAULT_FLAVOR
 
 #: Used when kubernetes-validate cannot say which versions it bundles.
 DEFAULT_K8S_VERSIONS = ("1.25", "1.37")
@@ -33,7 +34,6 @@ _NESTED = re.compile(r" (?P<where>\w+)\[(?P<index>\d+)\] pod template$")
 _TEMPLATE_AT = {where: at for f in FLAVOR_TABLE.values() for where, at in f.template_paths.items()}
 #: jsonschema's message for an unknown field: the first field it names.
 _UNEXPECTED = re.compile(r"Additional properties are not allowed \('([^']+)'")
-_CRD_PATH = re.compile(r"^spec\.(?P<where>\w+)\.(?P<index>\d+)(?:\.(?P<rest>.*))?$")
 
 
 def manifest_check(cfg: Mapping[str, Any], settings: Mapping[str, Any]) -> "ManifestCheck":
@@ -208,62 +208,14 @@ class ManifestCheck(RequestCheck):
         pending, obj = owner
         roles = pending.spec.get("roles") or []
         parts = [p for p in where.split(".") if p] if where else []
-        role: int | None = None
-        pod_parts: list[str] | None = None  # the path inside the role's pod template, when it is in one
-        if nested and nested["where"] in _TEMPLATE_AT:
-            role = int(nested["index"])
-            prefix = _TEMPLATE_AT[nested["where"]].format(i=role)
-            pod_parts = parts
-            parts = prefix.split(".") + parts
-        elif version == "CRD" and (crd := _CRD_PATH.match(where)) and crd["where"] in _TEMPLATE_AT:
-            role = int(crd["index"])
-            inner = _TEMPLATE_AT[crd["where"]].format(i=role).split(".")[2:]  # after spec.<where>[i]
-            rest = (crd["rest"] or "").split(".") if crd["rest"] else []
-            if rest[:len(inner)] == inner:
-                pod_parts = rest[len(inner):]
-        elif kind == "Job" and obj.get("apiVersion") == "batch/v1":
-            index = ((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_ROLE_INDEX)
-            role = int(index) if index is not None and str(index).isdigit() else None
-            if parts[:2] == ["spec", "template"]:
-                pod_parts = parts[2:]
-        object_path = _json_path(parts)
+        if nested and nested["where"] in _TEMPLATE_AT:  # the path is in the pod template, checked as a Pod
+            parts = parse_field(_TEMPLATE_AT[nested["where"]].format(i=int(nested["index"]))) + parts
+        role, pod_parts = place(obj, parts)
         what = kind + (f" for role {roles[role].get('name')!r}" if role is not None and role < len(roles) else "")
-        text = f"{what}: {object_path or '(the object)'}: {message}"
-        path: tuple[Any, ...] = ()
-        if role is not None and role < len(roles):
-            unexpected = _UNEXPECTED.search(message)  # the error sits on the parent; point at the field
-            if unexpected and pod_parts is not None:
-                pod_parts = pod_parts + [unexpected.group(1)]
-            path = ("roles", role) + _in_pod_patch(roles[role], pod_parts or [])
+        text = f"{what}: {json_path(parts) or '(the object)'}: {message}"
+        unexpected = _UNEXPECTED.search(message)  # the error sits on the parent; point at the field
+        if unexpected and pod_parts is not None:
+            pod_parts = pod_parts + [unexpected.group(1)]
+        path = spec_path(role, pod_parts, roles)
         return pending, path, version, text
 
-
-def _json_path(parts: Sequence[str]) -> str:
-    """``["spec", "containers", "0", "image"]`` -> ``spec.containers[0].image``."""
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
-    return out
-
-
-def _in_pod_patch(role: Mapping[str, Any], pod_parts: Sequence[str]) -> tuple[Any, ...]:
-    """The path to the deepest part of the role's ``kubernetes.pod_patch`` that wrote the failing field
-    (at least ``spec.<field>``), or ``()`` when the patch did not write it."""
-    metadata = role.get("metadata") or {}
-    patch = metadata.get(META_POD_PATCH) if isinstance(metadata, Mapping) else None
-    if not isinstance(patch, Mapping) or not pod_parts:
-        return ()
-    found: list[Any] = []
-    node: Any = patch
-    for part in pod_parts:
-        if isinstance(node, Mapping) and part in node:
-            found.append(part)
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            found.append(int(part))
-            node = node[int(part)]
-        else:
-            break
-    if len(found) < 2:
-        return ()
-    return ("metadata", META_POD_PATCH, *found)
