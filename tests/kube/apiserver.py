@@ -510,9 +510,33 @@ _NAME_RULES: dict[str, tuple[str, int, str]] = {
 _NAME_RULES["subdomain63"] = (_SUBDOMAIN, 63, _NAME_RULES["subdomain"][2])
 
 
+_QUANTITY = re.compile(r"([+-]?[0-9.]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?")
+_SUFFIXES = {"": 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+             "E": 1e18, "Ki": 2.0 ** 10, "Mi": 2.0 ** 20, "Gi": 2.0 ** 30, "Ti": 2.0 ** 40, "Pi": 2.0 ** 50,
+             "Ei": 2.0 ** 60}
+
+
+def parse_quantity(value: Any) -> Optional[float]:
+    """A resource quantity (``2``, ``500m``, ``1Gi``, ``1e3``) as a number; None where it is none."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    m = _QUANTITY.fullmatch(str(value))
+    if m is None:
+        return None
+    try:
+        number = float(m.group(1))
+    except ValueError:
+        return None
+    suffix = m.group(2) or ""
+    return number * (10.0 ** int(suffix[1:]) if suffix[:1] in ("e", "E") else _SUFFIXES[suffix])
+
+
 class Validator:
     """Create and update checks the real API does that a scheduler's manifests can fail: names, label
-    syntax, containers present, a Job's restartPolicy, service ports. Returns causes, never raises."""
+    syntax, containers present, resource quantities (no request above its limit), a Job's restartPolicy,
+    service ports. Returns causes, never raises."""
 
     @staticmethod
     def name(rt: ResourceType, name: str) -> list[Cause]:
@@ -568,6 +592,28 @@ class Validator:
             seen.add(name)
             if not c.get("image"):
                 causes.append(Cause.required(f"{where}.image"))
+            causes += cls.resources(c.get("resources") or {}, f"{where}.resources")
+        return causes
+
+    @staticmethod
+    def resources(resources: Any, path: str) -> list[Cause]:
+        """Quantities that parse, and no request above its limit (ValidateResourceRequirements)."""
+        causes: list[Cause] = []
+        amounts: dict[str, dict[str, float]] = {}
+        for part in ("limits", "requests"):
+            for name, value in ((resources or {}).get(part) or {}).items():
+                number = parse_quantity(value)
+                if number is None:
+                    causes.append(Cause.invalid(f"{path}.{part}[{name}]", value,
+                                                "must match the regex ^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"))
+                else:
+                    amounts.setdefault(part, {})[name] = number
+        for name, request in amounts.get("requests", {}).items():
+            limit = amounts.get("limits", {}).get(name)
+            if limit is not None and request > limit:
+                shown = str((resources.get("limits") or {})[name])
+                causes.append(Cause.invalid(f"{path}.requests[{name}]", str(resources["requests"][name]),
+                                            f"must be less than or equal to {name} limit of {shown}"))
         return causes
 
     @classmethod
