@@ -17,7 +17,7 @@ import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -90,8 +90,9 @@ class Target:
         assert "Traceback" not in done.stderr + done.stdout, done.stderr
         return done
 
-    def lint(self, path: str, cfg: str = "", kubeconfig: Optional[str] = None) -> "subprocess.CompletedProcess[str]":
-        return self.torchspec("lint", "--scheduler", "kubernetes", "-f", "json", "-c",
+    def lint(self, path: str, cfg: str = "", kubeconfig: Optional[str] = None,
+             options: Sequence[str] = ()) -> "subprocess.CompletedProcess[str]":
+        return self.torchspec("lint", "--scheduler", "kubernetes", "-f", "json", *options, "-c",
                               f"server_dry_run=True,namespace={self.namespace}" + (f",{cfg}" if cfg else ""), path,
                               kubeconfig=kubeconfig)
 
@@ -194,6 +195,47 @@ def test_a_user_without_rights_gets_the_servers_reason(target: Target) -> None:
     assert "RBAC" in found[0]["hint"]
     done = target.dryrun(path, kubeconfig=nobody)
     assert done.returncode == 6 and "(forbidden)" in done.stderr and "RBAC" in done.stderr, done.stderr
+    assert target.created() == []
+
+
+def test_a_quota_that_allows_no_job_is_the_servers_reason(target: Target, request: pytest.FixtureRequest) -> None:
+    if target.server is None:  # a real quota: the namespace may hold no Job at all
+        cluster = request.getfixturevalue("k8s_cluster")
+        cluster.kubectl("create", "quota", "no-jobs", "--hard=count/jobs.batch=0", "-n", target.namespace)
+    else:
+        target.server.fail_next("POST", r"/jobs$", 403, count=2, message=(
+            'jobs.batch "x" is forbidden: exceeded quota: no-jobs, requested: count/jobs.batch=1, used: '
+            'count/jobs.batch=0, limited: count/jobs.batch=0'))
+    path = target.spec(VALID)
+    done = target.lint(path)
+    d, = diagnostics(done)
+    assert (done.returncode, d["code"], d["line"]) == (1, "TS604", line_of(path, "name: trainer")), d
+    assert "(forbidden)" in d["message"] and "quota" in d["message"] and "no-jobs" in d["message"], d
+    done = target.dryrun(path)
+    assert done.returncode == 6 and "quota" in done.stderr, done.stderr
+    assert target.created() == []
+
+
+def test_a_field_the_cluster_does_not_know_is_a_finding_in_the_patch(target: Target) -> None:
+    """fieldValidation=Strict: the server names the unknown field (a 400) instead of dropping it."""
+    if target.server is not None:
+        pytest.skip("the stand-in does not know every field of a Pod: only the real server checks them")
+    path = target.spec("""\
+        name: typo
+        roles:
+          - name: trainer
+            image: busybox:1.36
+            entrypoint: sh
+            metadata:
+              kubernetes.pod_patch:
+                spec:
+                  nodeSelectorr: {disk: ssd}
+        """)
+    done = target.lint(path, options=("--select", "TS604"))  # the offline schema check finds it too (TS602)
+    assert done.returncode == 1, done.stdout + done.stderr
+    d, = diagnostics(done)
+    assert d["line"] == line_of(path, "nodeSelectorr") and d["path"].endswith("pod_patch.spec.nodeSelectorr"), d
+    assert "unknown field" in d["message"] and "nodeSelectorr" in d["message"], d
     assert target.created() == []
 
 
