@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
+from torchspec.errors import AppRefusedError, BackendError, format_path
 from torchspec.schedulers.kubernetes.client import Cluster, api_error, status_body
 from torchspec.schedulers.kubernetes.origin import parse_field, place, spec_path
 from torchspec.schedulers.kubernetes.states import Obj
@@ -45,22 +46,23 @@ class ServerRefusal:
     #: what the server said: one cause's message for a 422 (``Invalid value: "2": must be ...``), else the
     #: whole answer, as :func:`~.client.api_error` words it
     message: str
-    #: the field of ``obj`` the cause names (``spec.template.spec.containers[0].image``); "" for the object
-    field: str = ""
+    #: the field of ``obj`` the cause names (``spec.template.spec.containers[0].image``; "" for the object as a
+    #: whole); None where the refusal is the whole answer, not one of its causes
+    field: Optional[str] = None
     hint: Optional[str] = None
 
     def text(self, roles: Sequence[Mapping[str, Any]] = ()) -> str:
         """The refusal in one line, naming the object (and its role) and the field."""
+        if self.field is None:
+            return self.message
         role, _ = place(self.obj, parse_field(self.field))
         name = roles[role].get("name") if role is not None and 0 <= role < len(roles) else None
         what = describe_obj(self.obj) + (f" for role {name!r}" if name is not None else "")
-        if self.status == 422 or self.field:
-            return f"the API server refuses the {what}: {self.field or '(the object)'}: {self.message}"
-        return self.message
+        return f"the API server refuses the {what}: {self.field or '(the object)'}: {self.message}"
 
     def spec_path(self, roles: Sequence[Mapping[str, Any]]) -> Tuple[Any, ...]:
         """Where in the spec (whose ``roles`` these are) the refused field is written; ``()`` for the document."""
-        return spec_path(*place(self.obj, parse_field(self.field)), roles)
+        return spec_path(*place(self.obj, parse_field(self.field or "")), roles)
 
 
 def dry_run(cluster: Cluster, objects: Sequence[Obj], namespace: Optional[str],
@@ -95,7 +97,7 @@ def _refusals(e: BaseException, obj: Obj, namespace: str, where: str) -> List[Se
     if status == 400 and fields:
         return [ServerRefusal(obj, status, "unknown field: the cluster's Kubernetes (or the CRD) has no such field"
                               if how == "unknown" else "duplicate field", field, _HINT_422) for how, field in fields]
-    return [ServerRefusal(obj, status, error.message, "", error.hint)]
+    return [ServerRefusal(obj, status, error.message, None, error.hint)]
 
 
 def raise_refusals(refusals: Sequence[ServerRefusal], roles: Sequence[Mapping[str, Any]]) -> None:
@@ -103,8 +105,6 @@ def raise_refusals(refusals: Sequence[ServerRefusal], roles: Sequence[Mapping[st
     unknown field) are an :class:`~torchspec.errors.AppRefusedError` naming each field where the spec
     writes it; any other refusal (forbidden, a missing namespace or CRD, a webhook's error) a
     :class:`~torchspec.errors.BackendError` with the server's reason.  Nothing where there are none."""
-    from torchspec.errors import AppRefusedError, BackendError, format_path
-
     if not refusals:
         return
     texts = []
