@@ -535,8 +535,8 @@ def parse_quantity(value: Any) -> Optional[float]:
 
 class Validator:
     """Create and update checks the real API does that a scheduler's manifests can fail: names, label
-    syntax, containers present, resource quantities (no request above its limit), a Job's restartPolicy,
-    service ports. Returns causes, never raises."""
+    syntax, containers present, no resource request above its limit, a Job's restartPolicy, service
+    ports. Returns causes, never raises."""
 
     @staticmethod
     def name(rt: ResourceType, name: str) -> list[Cause]:
@@ -597,23 +597,16 @@ class Validator:
 
     @staticmethod
     def resources(resources: Any, path: str) -> list[Cause]:
-        """Quantities that parse, and no request above its limit (ValidateResourceRequirements)."""
+        """No request above its limit (validateResourceRequirements: the cause names ``requests``, not the
+        resource). A quantity that does not parse fails the real server's decoding (a 400) before any
+        validation: not played here."""
         causes: list[Cause] = []
-        amounts: dict[str, dict[str, float]] = {}
-        for part in ("limits", "requests"):
-            for name, value in ((resources or {}).get(part) or {}).items():
-                number = parse_quantity(value)
-                if number is None:
-                    causes.append(Cause.invalid(f"{path}.{part}[{name}]", value,
-                                                "must match the regex ^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"))
-                else:
-                    amounts.setdefault(part, {})[name] = number
-        for name, request in amounts.get("requests", {}).items():
-            limit = amounts.get("limits", {}).get(name)
-            if limit is not None and request > limit:
-                shown = str((resources.get("limits") or {})[name])
-                causes.append(Cause.invalid(f"{path}.requests[{name}]", str(resources["requests"][name]),
-                                            f"must be less than or equal to {name} limit of {shown}"))
+        limits, requests = (resources or {}).get("limits") or {}, (resources or {}).get("requests") or {}
+        for name, value in requests.items():
+            request, limit = parse_quantity(value), parse_quantity(limits.get(name))
+            if request is not None and limit is not None and request > limit:
+                causes.append(Cause.invalid(f"{path}.requests", str(value),
+                                            f"must be less than or equal to {name} limit of {limits[name]}"))
         return causes
 
     @classmethod
