@@ -311,6 +311,18 @@ def test_other_refusals_are_findings_with_the_servers_reason(stand_in: Target, s
     assert done.returncode == 6 and words in done.stderr, done.stderr
 
 
+def test_submit_with_the_option_creates_nothing_the_server_would_refuse(stand_in: Target) -> None:
+    """Without it submit creates the Service, fails at the Job and deletes the Service again; with it, the
+    server's dry run of every object comes first."""
+    done = stand_in.torchspec("submit", "-s", "kubernetes", "-c", "server_dry_run=True",
+                              stand_in.spec(ABOVE_LIMITS))
+    assert done.returncode == 2 and "must be less than or equal to cpu limit of 1" in done.stderr, done.stderr
+    assert [r.verb for r in stand_in.server.requests] == ["POST", "POST"]  # type: ignore[union-attr]
+    done = stand_in.torchspec("submit", "-s", "kubernetes", "-c", "server_dry_run=True", stand_in.spec(VALID))
+    assert done.returncode == 0 and done.stdout.startswith("kubernetes://"), done.stderr
+    assert len(stand_in.created()) == 2  # the Service and the Job, this time for real
+
+
 def test_without_the_option_nothing_is_sent(stand_in: Target) -> None:
     path = stand_in.spec(ABOVE_LIMITS)
     done = stand_in.torchspec("lint", "--scheduler", "kubernetes", path)
