@@ -65,7 +65,7 @@ def api_error(e: BaseException, what: str, where: str) -> BackendError:
         message = str(body.get("message") or "")
     except (TypeError, ValueError):
         message = str(getattr(e, "body", "") or "")
-    message = message or str(getattr(e, "reason", "") or status)
+    message = message.strip() or str(getattr(e, "reason", "") or status)
     kind = _KINDS.get(status, f"error {status}")
     return BackendError(f"Kubernetes refused {what} ({kind}): {message}", _HINTS.get(status))
 

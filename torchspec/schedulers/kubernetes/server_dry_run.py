@@ -24,6 +24,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from torchspec.errors import AppRefusedError, BackendError, format_path
 from torchspec.schedulers.kubernetes.client import Cluster, api_error, status_body
+from torchspec.schedulers.kubernetes.flavors import flavor_of_kind
 from torchspec.schedulers.kubernetes.origin import parse_field, place, spec_path
 from torchspec.schedulers.kubernetes.states import Obj
 from torchspec.schedulers.kubernetes.status import describe_obj
@@ -97,6 +98,13 @@ def _refusals(e: BaseException, obj: Obj, namespace: str, where: str) -> List[Se
     if status == 400 and fields:
         return [ServerRefusal(obj, status, "unknown field: the cluster's Kubernetes (or the CRD) has no such field"
                               if how == "unknown" else "duplicate field", field, _HINT_422) for how, field in fields]
+    flavor = flavor_of_kind(str(obj.get("apiVersion")), str(obj.get("kind")))
+    if status == 404 and flavor is not None and flavor.custom and \
+            (body.get("details") or {}).get("kind") != "namespaces":
+        # the API group is not served at all (its answer is a bare "404 page not found")
+        return [ServerRefusal(obj, status, f"{error.message.rstrip('.')}: this cluster serves no {flavor.kind} "
+                                           f"({flavor.api_version}), which flavor {flavor.name} creates: is the "
+                                           f"CRD installed (and its controller)?", None, error.hint)]
     return [ServerRefusal(obj, status, error.message, None, error.hint)]
 
 
