@@ -10,7 +10,7 @@ There is no controller: nothing creates pods for a Job or moves a pod to Running
 controllers and the kubelet through the helpers on :class:`FakeApiServer` (``create_pod_for``,
 ``set_pod_phase``, ``append_log``, ``set_status``); ``operators.py`` plays the Kubeflow Training
 Operator (PyTorchJob), Kubeflow Trainer (TrainJob) and Kueue through them. Failures are injected with
-``fail_next`` and an unreachable cluster is ``stop()``.
+``fail_next``, an unreachable cluster is ``stop()``, and a cluster without a CRD ``uninstall(group)``.
 
 The file is stdlib only and reads top-down: resource types, errors, selectors, patches, validation,
 the object store, pod logs, fault injection, the kubelet's status writer, HTTP plumbing, the REST
@@ -143,6 +143,13 @@ class ResourceRegistry:
         if found is None:
             raise KeyError(f"the fake API server does not serve {plural} in {api_version}")
         return found
+
+    def remove_group(self, group: str) -> None:
+        """Serve nothing of ``group`` any more, as a cluster where its CRDs were never installed."""
+        self._types = {k: t for k, t in self._types.items() if t.group != group}
+
+    def serves_group(self, group: str) -> bool:
+        return any(t.group == group for t in self._types.values())
 
     def group_versions(self) -> dict[str, list[str]]:
         groups: dict[str, list[str]] = {}
@@ -1466,6 +1473,15 @@ class _Exchange:
             else:
                 self.send_json(500, error.status())
 
+    def send_text(self, code: int, text: str) -> None:
+        data = text.encode()
+        self.handler.send_response(code)
+        self.handler.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.handler.send_header("Content-Length", str(len(data)))
+        self.handler.end_headers()
+        if self.verb != "HEAD":
+            self.handler.wfile.write(data)
+
     def send_json(self, code: int, body: Any, headers: Optional[Mapping[str, str]] = None) -> None:
         data = json.dumps(body).encode()
         self.handler.send_response(code)
@@ -1549,6 +1565,9 @@ class RestApi:
                 raise ApiError.method_not_allowed()
             return ex.send_json(200, discovery)
         route = self.route(ex.path)
+        parts = ex.path.strip("/").split("/")
+        if route is None and parts[0] == "apis" and len(parts) > 2 and not self.registry.serves_group(parts[1]):
+            return ex.send_text(404, "404 page not found\n")  # an API group nobody installed: no Status at all
         if route is None:
             raise ApiError.no_route()
         if route.subresource == "log" and route.rt.plural == "pods" and not route.rt.group:
@@ -2068,6 +2087,11 @@ class FakeApiServer:
     def set_status(self, api_version: str, plural: str, namespace: Optional[str], name: str, status: Obj) -> Obj:
         """Replace an object's status as its controller would (Job, JobSet, Volcano Job, PodGroup...)."""
         return self.store.put_status(self.registry.get(api_version, plural), namespace, name, status)
+
+    def uninstall(self, group: str) -> None:
+        """Serve nothing of the API ``group`` (``batch.volcano.sh``): as on a cluster where its CRDs were never
+        installed, its URLs answer a bare ``404 page not found`` (text, not a Status) and discovery omits it."""
+        self.registry.remove_group(group)
 
     def fail_next(self, verb: str, path_regex: str, status: int, reason: Optional[str] = None,
                   message: Optional[str] = None, count: int = 1, details: Optional[Obj] = None,

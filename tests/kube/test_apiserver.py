@@ -131,6 +131,17 @@ def test_discovery_lists_the_served_groups(api_client: Any) -> None:
     assert {r.name for r in resources.resources} == {"jobs", "jobs/status"}
 
 
+def test_an_uninstalled_group_answers_a_bare_404_as_a_cluster_without_its_crd(apiserver: FakeApiServer,
+                                                                              api_client: Any) -> None:
+    apiserver.uninstall("batch.volcano.sh")
+    assert "batch.volcano.sh" not in {g.name for g in client.ApisApi(api_client).get_api_versions().groups}
+    with pytest.raises(ApiException) as caught:
+        client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", NS, "jobs", {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                                                         "metadata": {"name": "x"}}, dry_run="All")
+    assert (caught.value.status, caught.value.body) == (404, "404 page not found\n")
+
+
 # ---------------------------------------------------------------------------------------------------
 # batch/v1 Jobs
 
