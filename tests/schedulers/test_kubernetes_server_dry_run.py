@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import pathlib
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Sequence
 
@@ -216,6 +218,61 @@ def test_a_quota_that_allows_no_job_is_the_servers_reason(target: Target, reques
     assert target.created() == []
 
 
+def test_an_admission_policy_no_schema_carries_is_a_finding_at_the_role(target: Target,
+                                                                       request: pytest.FixtureRequest) -> None:
+    """A ValidatingAdmissionPolicy (CEL) of the cluster's: its denial (a 422 whose one cause names no field) is
+    a TS604 at the role whose Job it refuses."""
+    denied = (f"ValidatingAdmissionPolicy 'ts-{target.namespace}' with binding 'ts-{target.namespace}' denied "
+              "request: images must come from ghcr.io/acme")
+    cluster = request.getfixturevalue("k8s_cluster") if target.server is None else None
+    if cluster is not None:
+        cluster.kubectl("apply", "-f", "-", input=textwrap.dedent(f"""\
+            apiVersion: admissionregistration.k8s.io/v1
+            kind: ValidatingAdmissionPolicy
+            metadata: {{name: ts-{target.namespace}}}
+            spec:
+              failurePolicy: Fail
+              matchConstraints:
+                resourceRules:
+                  - {{apiGroups: [batch], apiVersions: [v1], operations: [CREATE], resources: [jobs]}}
+              validations:
+                - expression: "object.spec.template.spec.containers.all(c, c.image.startsWith('ghcr.io/acme/'))"
+                  message: images must come from ghcr.io/acme
+            ---
+            apiVersion: admissionregistration.k8s.io/v1
+            kind: ValidatingAdmissionPolicyBinding
+            metadata: {{name: ts-{target.namespace}}}
+            spec:
+              policyName: ts-{target.namespace}
+              validationActions: [Deny]
+              matchResources:
+                namespaceSelector:
+                  matchLabels: {{kubernetes.io/metadata.name: {target.namespace}}}
+            """))
+    else:  # the real server's answer, as the policy above gets it
+        target.server.fail_next("POST", r"/jobs$", 422, count=2, message=f'jobs.batch "x" is forbidden: {denied}',
+                                details={"causes": [{"message": denied}]})
+    try:
+        path = target.spec(VALID)
+        done = target.lint(path)
+        for _ in range(20):  # a new policy takes a moment to be enforced
+            if cluster is None or done.returncode != 0:
+                break
+            time.sleep(0.5)
+            done = target.lint(path)
+        d, = diagnostics(done)
+        assert (done.returncode, d["code"], d["line"], d["path"]) == (1, "TS604", line_of(path, "name: trainer"),
+                                                                       "roles[0]"), d
+        assert d["message"].endswith(f"for role 'trainer': {denied}"), d
+        done = target.dryrun(path)
+        assert done.returncode == 2 and denied in done.stderr, done.stderr
+    finally:
+        if cluster is not None:
+            for kind in ("validatingadmissionpolicybinding", "validatingadmissionpolicy"):
+                cluster.kubectl("delete", kind, f"ts-{target.namespace}", "--ignore-not-found", check=False)
+    assert target.created() == []
+
+
 def test_a_flavor_whose_crd_is_not_installed_says_so(target: Target, request: pytest.FixtureRequest) -> None:
     if target.server is None:
         cluster = request.getfixturevalue("k8s_cluster")
@@ -271,7 +328,8 @@ def test_every_cause_of_a_422_is_a_finding_at_its_field(stand_in: Target) -> Non
                           (line_of(path, "name: trainer"), "roles[0]"), (1, "")}, found
     assert f"for role 'reader': {image}: Forbidden: images come from ghcr.io/acme" in \
         found[(line_of(path, "image: docker.io"), "roles[1].image")]
-    assert "(the object): Invalid value" in found[(1, "")]
+    assert re.fullmatch(r'the API server refuses the JobSet two-\w{6}: Invalid value: "object": no more than 1 job',
+                        found[(1, "")]), found[(1, "")]
     done = stand_in.dryrun(path, "flavor=jobset")
     assert done.returncode == 2 and "(in the spec at roles[1].image)" in done.stderr, done.stderr
 
@@ -372,8 +430,6 @@ def test_spec_path_prefers_the_patch_then_the_roles_own_key() -> None:
 
 def test_the_readme_example_prints_what_the_readme_shows(stand_in: Target) -> None:
     """The README's job.yaml and lint command, run against the stand-in: the output it shows, app id aside."""
-    import re
-
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("- **The cluster's own dry run**"):]
     spec = textwrap.dedent(section[section.index("```yaml\n") + 8:section.index("  ```\n")])

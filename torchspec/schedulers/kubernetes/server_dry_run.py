@@ -59,7 +59,7 @@ class ServerRefusal:
         role, _ = place(self.obj, parse_field(self.field))
         name = roles[role].get("name") if role is not None and 0 <= role < len(roles) else None
         what = describe_obj(self.obj) + (f" for role {name!r}" if name is not None else "")
-        return f"the API server refuses the {what}: {self.field or '(the object)'}: {self.message}"
+        return f"the API server refuses the {what}: " + (f"{self.field}: " if self.field else "") + self.message
 
     def spec_path(self, roles: Sequence[Mapping[str, Any]]) -> Tuple[Any, ...]:
         """Where in the spec (whose ``roles`` these are) the refused field is written; ``()`` for the document."""
