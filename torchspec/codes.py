@@ -464,6 +464,23 @@ _ALL = [
                 "# a component\n"
                 "$ torchspec submit -s kubernetes dist.ddp -p script=train.py -p image=ghcr.io/acme/train:1",
     ),
+    Code(
+        "TS604", "kubernetes-server-refuses", ERROR,
+        "The cluster's Kubernetes API server refuses a manifest in its own dry run (-c server_dry_run=True).",
+        why="No schema file carries everything the API server checks: cross-field rules (requests above "
+            "limits), CRDs' CEL rules, admission webhooks and policies, quotas, RBAC, fields the cluster's own "
+            "version does not know. With -c server_dry_run=True each manifest is sent with dryRun=All, which "
+            "runs all of that and stores nothing; submit would fail the same way.",
+        fix="Fix the field the message names (the finding sits where the spec writes it, often in "
+            "kubernetes.pod_patch); for forbidden, a missing namespace or a missing CRD, fix the cluster, the "
+            "kubeconfig (-c context=) or -c namespace=.",
+        example="$ torchspec lint --scheduler kubernetes -c server_dry_run=True job.yaml\n"
+                "# bad: the API server refuses requests above limits\n"
+                "kubernetes.pod_patch: {spec: {containers: [{name: trainer, image: img,\n"
+                "  resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}}]}}\n"
+                "# fix\n"
+                "  resources: {requests: {cpu: '1'}, limits: {cpu: '1'}}",
+    ),
 ]
 
 CODES: dict[str, Code] = {c.code: c for c in _ALL}

@@ -10,7 +10,7 @@ There is no controller: nothing creates pods for a Job or moves a pod to Running
 controllers and the kubelet through the helpers on :class:`FakeApiServer` (``create_pod_for``,
 ``set_pod_phase``, ``append_log``, ``set_status``); ``operators.py`` plays the Kubeflow Training
 Operator (PyTorchJob), Kubeflow Trainer (TrainJob) and Kueue through them. Failures are injected with
-``fail_next`` and an unreachable cluster is ``stop()``.
+``fail_next``, an unreachable cluster is ``stop()``, and a cluster without a CRD ``uninstall(group)``.
 
 The file is stdlib only and reads top-down: resource types, errors, selectors, patches, validation,
 the object store, pod logs, fault injection, the kubelet's status writer, HTTP plumbing, the REST
@@ -147,6 +147,13 @@ class ResourceRegistry:
         if found is None:
             raise KeyError(f"the fake API server does not serve {plural} in {api_version}")
         return found
+
+    def remove_group(self, group: str) -> None:
+        """Serve nothing of ``group`` any more, as a cluster where its CRDs were never installed."""
+        self._types = {k: t for k, t in self._types.items() if t.group != group}
+
+    def serves_group(self, group: str) -> bool:
+        return any(t.group == group for t in self._types.values())
 
     def group_versions(self) -> dict[str, list[str]]:
         groups: dict[str, list[str]] = {}
@@ -514,9 +521,33 @@ _NAME_RULES: dict[str, tuple[str, int, str]] = {
 _NAME_RULES["subdomain63"] = (_SUBDOMAIN, 63, _NAME_RULES["subdomain"][2])
 
 
+_QUANTITY = re.compile(r"([+-]?[0-9.]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?")
+_SUFFIXES = {"": 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+             "E": 1e18, "Ki": 2.0 ** 10, "Mi": 2.0 ** 20, "Gi": 2.0 ** 30, "Ti": 2.0 ** 40, "Pi": 2.0 ** 50,
+             "Ei": 2.0 ** 60}
+
+
+def parse_quantity(value: Any) -> Optional[float]:
+    """A resource quantity (``2``, ``500m``, ``1Gi``, ``1e3``) as a number; None where it is none."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    m = _QUANTITY.fullmatch(str(value))
+    if m is None:
+        return None
+    try:
+        number = float(m.group(1))
+    except ValueError:
+        return None
+    suffix = m.group(2) or ""
+    return number * (10.0 ** int(suffix[1:]) if suffix[:1] in ("e", "E") else _SUFFIXES[suffix])
+
+
 class Validator:
     """Create and update checks the real API does that a scheduler's manifests can fail: names, label
-    syntax, containers present, a Job's restartPolicy, service ports. Returns causes, never raises."""
+    syntax, containers present, no resource request above its limit, a Job's restartPolicy, service
+    ports. Returns causes, never raises."""
 
     @staticmethod
     def name(rt: ResourceType, name: str) -> list[Cause]:
@@ -572,6 +603,21 @@ class Validator:
             seen.add(name)
             if not c.get("image"):
                 causes.append(Cause.required(f"{where}.image"))
+            causes += cls.resources(c.get("resources") or {}, f"{where}.resources")
+        return causes
+
+    @staticmethod
+    def resources(resources: Any, path: str) -> list[Cause]:
+        """No request above its limit (validateResourceRequirements: the cause names ``requests``, not the
+        resource). A quantity that does not parse fails the real server's decoding (a 400) before any
+        validation: not played here."""
+        causes: list[Cause] = []
+        limits, requests = (resources or {}).get("limits") or {}, (resources or {}).get("requests") or {}
+        for name, value in requests.items():
+            request, limit = parse_quantity(value), parse_quantity(limits.get(name))
+            if request is not None and limit is not None and request > limit:
+                causes.append(Cause.invalid(f"{path}.requests", str(value),
+                                            f"must be less than or equal to {name} limit of {limits[name]}"))
         return causes
 
     @staticmethod
@@ -1478,6 +1524,15 @@ class _Exchange:
             else:
                 self.send_json(500, error.status())
 
+    def send_text(self, code: int, text: str) -> None:
+        data = text.encode()
+        self.handler.send_response(code)
+        self.handler.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.handler.send_header("Content-Length", str(len(data)))
+        self.handler.end_headers()
+        if self.verb != "HEAD":
+            self.handler.wfile.write(data)
+
     def send_json(self, code: int, body: Any, headers: Optional[Mapping[str, str]] = None) -> None:
         data = json.dumps(body).encode()
         self.handler.send_response(code)
@@ -1561,6 +1616,9 @@ class RestApi:
                 raise ApiError.method_not_allowed()
             return ex.send_json(200, discovery)
         route = self.route(ex.path)
+        parts = ex.path.strip("/").split("/")
+        if route is None and parts[0] == "apis" and len(parts) > 2 and not self.registry.serves_group(parts[1]):
+            return ex.send_text(404, "404 page not found\n")  # an API group nobody installed: no Status at all
         if route is None:
             raise ApiError.no_route()
         if route.subresource == "log" and route.rt.plural == "pods" and not route.rt.group:
@@ -2094,6 +2152,11 @@ class FakeApiServer:
     def set_status(self, api_version: str, plural: str, namespace: Optional[str], name: str, status: Obj) -> Obj:
         """Replace an object's status as its controller would (Job, JobSet, Volcano Job, PodGroup...)."""
         return self.store.put_status(self.registry.get(api_version, plural), namespace, name, status)
+
+    def uninstall(self, group: str) -> None:
+        """Serve nothing of the API ``group`` (``batch.volcano.sh``): as on a cluster where its CRDs were never
+        installed, its URLs answer a bare ``404 page not found`` (text, not a Status) and discovery omits it."""
+        self.registry.remove_group(group)
 
     def fail_next(self, verb: str, path_regex: str, status: int, reason: Optional[str] = None,
                   message: Optional[str] = None, count: int = 1, details: Optional[Obj] = None,

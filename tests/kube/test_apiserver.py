@@ -131,6 +131,17 @@ def test_discovery_lists_the_served_groups(api_client: Any) -> None:
     assert {r.name for r in resources.resources} == {"jobs", "jobs/status"}
 
 
+def test_an_uninstalled_group_answers_a_bare_404_as_a_cluster_without_its_crd(apiserver: FakeApiServer,
+                                                                              api_client: Any) -> None:
+    apiserver.uninstall("batch.volcano.sh")
+    assert "batch.volcano.sh" not in {g.name for g in client.ApisApi(api_client).get_api_versions().groups}
+    with pytest.raises(ApiException) as caught:
+        client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", NS, "jobs", {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                                                         "metadata": {"name": "x"}}, dry_run="All")
+    assert (caught.value.status, caught.value.body) == (404, "404 page not found\n")
+
+
 # ---------------------------------------------------------------------------------------------------
 # batch/v1 Jobs
 
@@ -235,6 +246,19 @@ def test_invalid_manifests_get_422_with_causes(batch: Any) -> None:
     assert status["message"].startswith('Job.batch "Bad_Name" is invalid: [metadata.name: Invalid value: "Bad_Name"')
     assert [(c["field"], c["reason"]) for c in status["details"]["causes"]] == [
         ("metadata.name", "FieldValueInvalid"), ("spec.template.spec.restartPolicy", "FieldValueNotSupported")]
+
+
+def test_requests_above_limits_are_refused_even_in_a_dry_run(apiserver: FakeApiServer, batch: Any) -> None:
+    body = job_body("greedy")
+    body.spec.template.spec.containers[0].resources = client.V1ResourceRequirements(
+        requests={"cpu": "1500m", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1024Mi"})
+    with pytest.raises(ApiException) as caught:
+        batch.create_namespaced_job(NS, body, dry_run="All")
+    assert caught.value.status == 422
+    assert [(c["field"], c["message"]) for c in status_of(caught.value)["details"]["causes"]] == [
+        ("spec.template.spec.containers[0].resources.requests",
+         'Invalid value: "1500m": must be less than or equal to cpu limit of 1')]
+    assert apiserver.get("batch/v1", "jobs", NS, "greedy") is None
 
 
 def test_foreground_delete_removes_owned_pods(apiserver: FakeApiServer, batch: Any, core: Any) -> None:

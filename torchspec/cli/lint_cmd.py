@@ -29,7 +29,8 @@ FORMATS = ["text", "json", "github", "sarif"]
 @click.option("--show-env", is_flag=True, help="List (on stderr) the environment variables each file's templates read.")
 @click.option("--scheduler", metavar="SCHEDULER",
               help="Also dry-run each spec on SCHEDULER, contacting no backend (TS601); for kubernetes also "
-                   "validate the manifests against the official schemas (TS602, needs kubernetes-validate).")
+                   "validate the manifests against the official schemas (TS602, needs kubernetes-validate), and "
+                   "with -c server_dry_run=True have the cluster's API server dry-run them (TS604).")
 @click.option("-c", "--cfg", "cfg", metavar="KEY=VALUE,...",
               help="Run options for --scheduler, as for submit (see: torchspec runopts SCHEDULER).")
 @click.option("--k8s-version", "k8s_versions", multiple=True, metavar="VERSION",
@@ -56,7 +57,8 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
     (e.g. torchspec lint --scheduler kubernetes -c flavor=jobset --crd
     jobset-crd.yaml jobs/); [scheduler.NAME] config defaults apply below -c.
 
-    Exit codes: 0 clean, 1 errors found (or warnings with --strict), 2 usage error.
+    Exit codes: 0 clean, 1 errors found (or warnings with --strict), 2 usage error,
+    6 (-c server_dry_run=True) the cluster cannot be reached.
     """
     return run_lint(paths, fmt, output, select, ignore, exclude, strict, max_file_size, explain, color, only_specs,
                     show_env, scheduler, cfg, k8s_versions, crd_paths, params, params_file, template_paths, jobs)

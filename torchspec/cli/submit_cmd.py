@@ -103,9 +103,13 @@ def dryrun(component: str, scheduler: str | None, cfg: str | None, params: tuple
     unless --reveal-env; variables copied by a scheduler's copy_env are never shown. With --workspace the image is built (as submit
     would), so the request names the image that would run.
 
+    With -s kubernetes -c server_dry_run=True the cluster's API server
+    dry-runs every object too (dryRun=All: nothing is stored).
+
     Exit codes: 0 ok, 1 spec error, 2 usage error (unknown scheduler or
-    component, bad -c or -p), 6 the scheduler's backend is needed (a
-    --workspace build) and cannot be reached.
+    component, bad -c or -p; the cluster refuses the manifests in its dry
+    run), 6 the scheduler's backend is needed (a --workspace build, a
+    server dry run) and cannot be reached or refuses the request.
     """
     from torchspec.cli import console
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from torchspec.errors import Diagnostic, UsageError
+from torchspec.errors import BackendError, Diagnostic, UsageError
 from torchspec.loader.source import FORMATS, MAX_FILE_BYTES, detect_format, read_text
 from torchspec.lsp.model import SpecModel, imports_of, resolve_import
 
@@ -172,7 +172,7 @@ class Workspace:
             try:
                 result = lint_text(doc.text, doc.path, checked)
                 return LintOutcome(result.diagnostics, result.notes, problems)
-            except UsageError as e:
+            except (UsageError, BackendError) as e:  # e.g. a config's server_dry_run, and no cluster answers
                 problems.append(f"the {settings.scheduler} scheduler check is off: {e.message}"
                                 + (f" ({e.hint})" if e.hint else ""))
         result = lint_text(doc.text, doc.path, options)

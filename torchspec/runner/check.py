@@ -3,7 +3,8 @@
 After the usual checks, every document of every file that loaded without
 errors is built into an ``AppDef`` and dry-run through :meth:`Runner.dryrun`,
 exactly as ``torchspec dryrun -s NAME`` would.  No backend is contacted: a
-dry run only builds the request.
+dry run only builds the request (unless the scheduler's own check is asked
+to: kubernetes' ``-c server_dry_run=True``, below).
 
 - A refusal (:class:`~torchspec.errors.AppRefusedError`, or any ``ValueError``)
   is **TS601 scheduler-refuses**, positioned at the role the message names (at
@@ -14,7 +15,8 @@ dry run only builds the request.
   folder-image**, at that role's image.
 - A scheduler may check its requests further through
   :meth:`Scheduler.request_check <torchspec.schedulers.api.Scheduler.request_check>`
-  (kubernetes validates its manifests against the API schemas and CRDs: TS602);
+  (kubernetes validates its manifests against the API schemas and CRDs: TS602;
+  with ``-c server_dry_run=True`` the cluster's API server dry-runs them: TS604);
   its problems are placed the same way.
 
 Documents that need params nobody passed (lint fills in stand-in values for
@@ -133,7 +135,7 @@ class SchedulerCheck:
     the list each ``check_file`` call was given.
     """
 
-    codes = (REFUSES, "TS602", "TS603")
+    codes = (REFUSES, "TS602", "TS603", "TS604")
 
     def __init__(self, name: str, scheduler: "Scheduler[Any]", cfg: Mapping[str, Any],
                  request_check: Optional["RequestCheck"] = None) -> None:
@@ -173,8 +175,8 @@ class SchedulerCheck:
         pending, self._pending = self._pending, {}
         for problem in self.request_check.finish():
             doc, out = pending[problem.key]
-            d = doc.source.diagnostic(self.request_check.code, problem.message, problem.path, problem.hint,
-                                      key=True)
+            d = doc.source.diagnostic(problem.code or self.request_check.code, problem.message, problem.path,
+                                      problem.hint, key=True)
             _redact(d, doc)
             out.append(d)
 

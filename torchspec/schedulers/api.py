@@ -102,6 +102,8 @@ class RequestProblem:
     path: Tuple[Any, ...]
     message: str
     hint: Optional[str] = None
+    #: the lint code, where it is not the check's own ``code`` (kubernetes: TS604 for what the server refuses)
+    code: Optional[str] = None
 
 
 class RequestCheck(abc.ABC):

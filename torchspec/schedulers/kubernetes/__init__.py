@@ -53,10 +53,12 @@ The package, lowest module first (each imports only those above it):
                   (kubeflow.py: what the two Kubeflow flavors share)
     flavors.py    the table of flavors (adding one: a module and an entry here)
     options.py    the run options and the checks of their values
+    origin.py     where in the spec a field of a manifest comes from (lint's positions)
     validate.py   validation against Kubernetes' schemas and the bundled CRDs
     translate.py  the request (what a dry run prints) and the pod template
     status.py     reading objects and pods back: states, failures, describe
     client.py     the API clients, creating and deleting objects, API errors
+    server_dry_run.py  the API server's own dry run of a request (-c server_dry_run=True): its refusals
     logs.py       reading and following a replica's log across its pods
     scheduler.py  the KubernetesScheduler: the lifecycle
     check.py      what lint --scheduler kubernetes checks: the manifests against the schemas (TS602)

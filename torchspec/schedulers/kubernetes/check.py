@@ -9,18 +9,27 @@ TS602 placed at the role whose Job, replicated job or Volcano task failed,
 inside the role's ``kubernetes.pod_patch`` when the patch wrote the failing
 field.  Unless the cfg sets ``k8s_version``, manifests are rendered for the
 oldest version checked: the option names the oldest cluster they must work on.
+
+With ``-c server_dry_run=True`` the cluster's API server then dry-runs every
+request's objects (server_dry_run.py): each refusal is a TS604, placed the
+same way (origin.py).  The dry runs of the documents themselves stay
+offline; the server is asked once they are all built.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Sequence
 
 from torchspec.errors import UsageError
 from torchspec.schedulers.api import RequestCheck, RequestProblem
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
-from torchspec.schedulers.kubernetes.states import ANNOTATION_ROLE_INDEX, DEFAULT_FLAVOR, META_POD_PATCH
+from torchspec.schedulers.kubernetes.origin import json_path, parse_field, place, spec_path
+from torchspec.schedulers.kubernetes.states import DEFAULT_FLAVOR
+
+if TYPE_CHECKING:
+    from torchspec.schedulers.kubernetes.client import Cluster
 
 #: Used when kubernetes-validate cannot say which versions it bundles.
 DEFAULT_K8S_VERSIONS = ("1.25", "1.37")
@@ -33,11 +42,12 @@ _NESTED = re.compile(r" (?P<where>\w+)\[(?P<index>\d+)\] pod template$")
 _TEMPLATE_AT = {where: at for f in FLAVOR_TABLE.values() for where, at in f.template_paths.items()}
 #: jsonschema's message for an unknown field: the first field it names.
 _UNEXPECTED = re.compile(r"Additional properties are not allowed \('([^']+)'")
-_CRD_PATH = re.compile(r"^spec\.(?P<where>\w+)\.(?P<index>\d+)(?:\.(?P<rest>.*))?$")
 
 
-def manifest_check(cfg: Mapping[str, Any], settings: Mapping[str, Any]) -> "ManifestCheck":
-    """The check ``--k8s-version`` and ``--crd`` ask for, every setting verified (a :class:`UsageError` otherwise)."""
+def manifest_check(cfg: Mapping[str, Any], settings: Mapping[str, Any],
+                   cluster: "Cluster | None" = None) -> "ManifestCheck":
+    """The check ``--k8s-version`` and ``--crd`` ask for, every setting verified (a :class:`UsageError` otherwise);
+    with ``-c server_dry_run=True``, the server's dry run on ``cluster`` too."""
     from torchspec.schedulers.kubernetes.validate import BUNDLED_CRDS
 
     unknown = [flag for flag, value in settings.items() if value and flag not in ("--k8s-version", "--crd")]
@@ -46,7 +56,10 @@ def manifest_check(cfg: Mapping[str, Any], settings: Mapping[str, Any]) -> "Mani
         raise UsageError(f"{' and '.join(unknown)} {verb} not apply to --scheduler kubernetes")
     versions = _k8s_versions(settings.get("--k8s-version") or ())
     crd_paths = tuple(settings.get("--crd") or ()) or BUNDLED_CRDS
-    check = ManifestCheck(cfg, versions, crd_paths, _crd_kinds(crd_paths))
+    check = ManifestCheck(cfg, versions, crd_paths, _crd_kinds(crd_paths),
+                          cluster if cfg.get("server_dry_run") else None)
+    if check.cluster is not None:
+        check.cfg["server_dry_run"] = False  # each document's dry run builds the request; finish() sends them all
     if not cfg.get("k8s_version"):
         check.cfg["k8s_version"] = min(versions, key=_version_key)
     flavor = FLAVOR_TABLE.get(str(check.cfg.get("flavor") or DEFAULT_FLAVOR))
@@ -117,33 +130,55 @@ class _Pending:
     key: Any
     spec: Mapping[str, Any]
     objects: List[Dict[str, Any]]
+    #: where the request goes (for the server's dry run)
+    namespace: str | None = None
+    context: str | None = None
 
 
 class ManifestCheck(RequestCheck):
-    """Validates every request's manifests at :meth:`finish`, each problem placed at its role."""
+    """Validates every request's manifests at :meth:`finish`, each problem placed at its role; with a
+    ``cluster``, the cluster's API server dry-runs them too (TS604, see server_dry_run.py)."""
 
     code = "TS602"
 
     def __init__(self, cfg: Mapping[str, Any], versions: Sequence[str], crd_paths: Sequence[str],
-                 crd_kinds: set[tuple[str, str]]) -> None:
+                 crd_kinds: set[tuple[str, str]], cluster: "Cluster | None" = None) -> None:
         super().__init__(cfg)
         self.versions = tuple(versions)
         self.crd_paths = tuple(crd_paths)
         self.crd_kinds = crd_kinds
+        self.cluster = cluster
         self._pending: List[_Pending] = []
 
     def add(self, key: Any, request: Any, spec: Mapping[str, Any]) -> None:
         objects = getattr(request, "objects", None)
         if isinstance(objects, list):
-            self._pending.append(_Pending(key, spec, objects))
+            self._pending.append(_Pending(key, spec, objects, getattr(request, "namespace", None),
+                                          getattr(request, "context", None)))
 
     def finish(self) -> List[RequestProblem]:
+        pending, self._pending = self._pending, []
+        out = self._schema_problems(pending) if pending else []
+        if self.cluster is not None:
+            out += self._server_problems(pending)
+        return out
+
+    def _server_problems(self, pending: Sequence[_Pending]) -> List[RequestProblem]:
+        """What the cluster refuses in its dry run of each document's objects, each placed at its role."""
+        from torchspec.schedulers.kubernetes.server_dry_run import SERVER_REFUSES, dry_run
+
+        assert self.cluster is not None
+        out: List[RequestProblem] = []
+        for p in pending:
+            roles = p.spec.get("roles") or []
+            out += [RequestProblem(p.key, r.spec_path(roles), r.text(roles), r.hint, code=SERVER_REFUSES)
+                    for r in dry_run(self.cluster, p.objects, p.namespace, p.context)]
+        return out
+
+    def _schema_problems(self, pending: Sequence[_Pending]) -> List[RequestProblem]:
         from torchspec.schedulers.kubernetes.validate import validate_manifests
 
-        pending, self._pending = self._pending, []
         out: List[RequestProblem] = []
-        if not pending:
-            return out
         owners: dict[tuple[Any, Any], tuple[_Pending, dict[str, Any]]] = {}
         clash = False
         for p in pending:
@@ -208,62 +243,14 @@ class ManifestCheck(RequestCheck):
         pending, obj = owner
         roles = pending.spec.get("roles") or []
         parts = [p for p in where.split(".") if p] if where else []
-        role: int | None = None
-        pod_parts: list[str] | None = None  # the path inside the role's pod template, when it is in one
-        if nested and nested["where"] in _TEMPLATE_AT:
-            role = int(nested["index"])
-            prefix = _TEMPLATE_AT[nested["where"]].format(i=role)
-            pod_parts = parts
-            parts = prefix.split(".") + parts
-        elif version == "CRD" and (crd := _CRD_PATH.match(where)) and crd["where"] in _TEMPLATE_AT:
-            role = int(crd["index"])
-            inner = _TEMPLATE_AT[crd["where"]].format(i=role).split(".")[2:]  # after spec.<where>[i]
-            rest = (crd["rest"] or "").split(".") if crd["rest"] else []
-            if rest[:len(inner)] == inner:
-                pod_parts = rest[len(inner):]
-        elif kind == "Job" and obj.get("apiVersion") == "batch/v1":
-            index = ((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_ROLE_INDEX)
-            role = int(index) if index is not None and str(index).isdigit() else None
-            if parts[:2] == ["spec", "template"]:
-                pod_parts = parts[2:]
-        object_path = _json_path(parts)
+        if nested and nested["where"] in _TEMPLATE_AT:  # the path is in the pod template, checked as a Pod
+            parts = parse_field(_TEMPLATE_AT[nested["where"]].format(i=int(nested["index"]))) + parts
+        role, pod_parts = place(obj, parts)
         what = kind + (f" for role {roles[role].get('name')!r}" if role is not None and role < len(roles) else "")
-        text = f"{what}: {object_path or '(the object)'}: {message}"
-        path: tuple[Any, ...] = ()
-        if role is not None and role < len(roles):
-            unexpected = _UNEXPECTED.search(message)  # the error sits on the parent; point at the field
-            if unexpected and pod_parts is not None:
-                pod_parts = pod_parts + [unexpected.group(1)]
-            path = ("roles", role) + _in_pod_patch(roles[role], pod_parts or [])
+        text = f"{what}: {json_path(parts) or '(the object)'}: {message}"
+        unexpected = _UNEXPECTED.search(message)  # the error sits on the parent; point at the field
+        if unexpected and pod_parts is not None:
+            pod_parts = pod_parts + [unexpected.group(1)]
+        path = spec_path(role, pod_parts, roles)
         return pending, path, version, text
 
-
-def _json_path(parts: Sequence[str]) -> str:
-    """``["spec", "containers", "0", "image"]`` -> ``spec.containers[0].image``."""
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
-    return out
-
-
-def _in_pod_patch(role: Mapping[str, Any], pod_parts: Sequence[str]) -> tuple[Any, ...]:
-    """The path to the deepest part of the role's ``kubernetes.pod_patch`` that wrote the failing field
-    (at least ``spec.<field>``), or ``()`` when the patch did not write it."""
-    metadata = role.get("metadata") or {}
-    patch = metadata.get(META_POD_PATCH) if isinstance(metadata, Mapping) else None
-    if not isinstance(patch, Mapping) or not pod_parts:
-        return ()
-    found: list[Any] = []
-    node: Any = patch
-    for part in pod_parts:
-        if isinstance(node, Mapping) and part in node:
-            found.append(part)
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            found.append(int(part))
-            node = node[int(part)]
-        else:
-            break
-    if len(found) < 2:
-        return ()
-    return ("metadata", META_POD_PATCH, *found)

@@ -41,6 +41,8 @@ _HINTS = {
     409: "an app of that name exists already (or changed meanwhile); submit again for a new id",
     422: "the cluster refused the manifest: run `torchspec dryrun -s kubernetes` and check the field named",
 }
+#: (connect, read) seconds a dry run waits for the server: a webhook may take up to 30 s
+_DRY_RUN_TIMEOUT = (10, 60)
 _KINDS = {401: "unauthorized", 403: "forbidden", 404: "not found", 409: "conflict", 422: "invalid"}
 
 
@@ -63,9 +65,19 @@ def api_error(e: BaseException, what: str, where: str) -> BackendError:
         message = str(body.get("message") or "")
     except (TypeError, ValueError):
         message = str(getattr(e, "body", "") or "")
-    message = message or str(getattr(e, "reason", "") or status)
+    message = message.strip() or str(getattr(e, "reason", "") or status)
     kind = _KINDS.get(status, f"error {status}")
     return BackendError(f"Kubernetes refused {what} ({kind}): {message}", _HINTS.get(status))
+
+
+def status_body(e: BaseException) -> Dict[str, Any]:
+    """The ``Status`` the server answered a failed call with (message, reason, details.causes...); ``{}``
+    where the answer is not one."""
+    try:
+        body = json.loads(getattr(e, "body", None) or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def _custom_api(obj: Obj) -> Tuple[str, str, str]:
@@ -199,16 +211,24 @@ class Cluster:
 
     # -- objects by kind -------------------------------------------------------
 
-    def create(self, body: Obj, context: Optional[str]) -> None:
-        """Create ``body`` in its ``metadata.namespace``; API errors are raised as they are."""
+    def create(self, body: Obj, context: Optional[str], dry_run: bool = False) -> None:
+        """Create ``body`` in its ``metadata.namespace``; API errors are raised as they are.
+
+        With ``dry_run`` the server runs everything a create runs (validation,
+        CEL rules, admission webhooks, quota) and stores nothing
+        (``dryRun=All``), refusing unknown fields too (``fieldValidation=Strict``)
+        rather than dropping them.
+        """
         ns = body["metadata"]["namespace"]
+        options: Dict[str, Any] = {"dry_run": "All", "field_validation": "Strict",
+                                   "_request_timeout": _DRY_RUN_TIMEOUT} if dry_run else {}
         if body["kind"] == "Service":
-            self.core(context).create_namespaced_service(ns, body)
+            self.core(context).create_namespaced_service(ns, body, **options)
         elif (body["apiVersion"], body["kind"]) == (JOB_FLAVOR.api_version, JOB_FLAVOR.kind):
-            self.batch(context).create_namespaced_job(ns, body)
+            self.batch(context).create_namespaced_job(ns, body, **options)
         else:
             group, version, plural = _custom_api(body)
-            self.custom(context).create_namespaced_custom_object(group, version, ns, plural, body)
+            self.custom(context).create_namespaced_custom_object(group, version, ns, plural, body, **options)
 
     def delete_objects(self, objs: Sequence[Obj], namespace: str, context: Optional[str]) -> None:
         """Delete ``objs`` with their pods (Foreground: a Job's pods are orphaned by default); gone is fine."""

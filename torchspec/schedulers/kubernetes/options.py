@@ -41,6 +41,10 @@ def kubernetes_run_opts() -> runopts:
     opts.add("namespace", type_=str, default=None,
              help="namespace of the app (default: the kubeconfig context's, else default)")
     opts.add("context", type_=str, default=None, help="kubeconfig context to use (default: the current one)")
+    opts.add("server_dry_run", type_=bool, default=False,
+             help="dryrun, lint --scheduler (and submit, before it creates anything): have the cluster's API server"
+                  " dry-run every object (dryRun=All: its validation, CEL rules and admission webhooks; nothing is"
+                  " stored) and report what it refuses")
     opts.add("queue", type_=str, default=None,
              help="queue: the Kueue LocalQueue (label kueue.x-k8s.io/queue-name; the app is created suspended for"
                   " Kueue to admit), the Volcano queue for volcano")

@@ -97,10 +97,11 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         """Accept roles without resources: such a pod gets what the node has (BestEffort)."""
 
     def request_check(self, cfg: Mapping[str, Any], settings: Mapping[str, Any]) -> "RequestCheck":
-        """Lint validates the manifests against the Kubernetes schemas and the CRDs (see check.py)."""
+        """Lint validates the manifests against the Kubernetes schemas and the CRDs (see check.py), and with
+        ``-c server_dry_run=True`` has the cluster dry-run them."""
         from torchspec.schedulers.kubernetes.check import manifest_check
 
-        return manifest_check(cfg, settings)
+        return manifest_check(cfg, settings, self._cluster)
 
     def _submit_dryrun(self, app: AppDef, cfg: Dict[str, CfgVal]) -> AppDryRunInfo[KubernetesRequest]:
         """The request; a scheduler made with a ``context`` submits through it as ``-c context=`` would,
@@ -108,7 +109,24 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         app_id = make_app_id(app_name(app.name))
         if self._cluster.context and not cfg.get("context"):
             cfg = {**cfg, "context": self._cluster.context}
-        return AppDryRunInfo(app_to_request(app, cfg, app_id, self.session_name), str)
+        request = app_to_request(app, cfg, app_id, self.session_name)
+        if cfg.get("server_dry_run"):
+            self.server_dry_run(request, app)
+        return AppDryRunInfo(request, str)
+
+    def server_dry_run(self, request: KubernetesRequest, app: AppDef) -> None:
+        """Have the cluster dry-run every object of ``request`` (``-c server_dry_run=True``; nothing is
+        stored): manifests it finds invalid raise :class:`AppRefusedError` naming each field where ``app``'s
+        spec writes it, any other refusal :class:`BackendError` with the server's reason (see
+        server_dry_run.py).  Where it accepts them all, the request's header says so."""
+        from torchspec.schedulers.kubernetes.server_dry_run import dry_run, raise_refusals
+        from torchspec.specs.convert import dump_app
+
+        namespace = request.namespace or self.default_namespace(request.context)
+        refusals = dry_run(self._cluster, request.objects, namespace, request.context)
+        raise_refusals(refusals, dump_app(app)["roles"] if refusals else [])
+        request.notes.append(f"the API server at {self._cluster.where(request.context)} accepts every object in a"
+                             f" dry run (dryRun=All, namespace {namespace}); nothing was created")
 
     def schedule(self, dryrun_info: AppDryRunInfo[KubernetesRequest]) -> str:
         """Create every object of the request, all or nothing; returns ``[CONTEXT:]NAMESPACE:NAME``.
