@@ -4,10 +4,11 @@ scripts/k8s-cluster makes the pod sandbox ("pause") image with it: no
 registry is reachable here, and the cluster must not need a Docker engine to
 start.  Usage::
 
-    python3 oci_image.py OUT.tar NAME:TAG ENTRYPOINT HOST_FILE=IMAGE_PATH...
+    python3 oci_image.py OUT.tar NAME:TAG ENTRYPOINT HOST_FILE=IMAGE_PATH... [IMAGE_PATH->TARGET...]
 
-Each HOST_FILE is copied, executable, to IMAGE_PATH; the layer is written
-with fixed owners and times, so the same inputs give the same image digest.
+Each HOST_FILE is copied, executable, to IMAGE_PATH; each IMAGE_PATH->TARGET
+is a symbolic link (busybox's applets).  The layer is written with fixed
+owners and times, so the same inputs give the same image digest.
 """
 
 from __future__ import annotations
@@ -20,9 +21,13 @@ import tarfile
 from typing import Dict, List, Tuple
 
 
-def _layer(files: List[Tuple[str, str]]) -> bytes:
+def _layer(files: List[Tuple[str, str]], links: List[Tuple[str, str]] = ()) -> bytes:  # type: ignore[assignment]
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path, target in links:
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, target, 0o777, 0
+            tar.addfile(info)
         for host, path in files:
             with open(host, "rb") as f:
                 data = f.read()
@@ -40,8 +45,9 @@ def _blob(tar: tarfile.TarFile, data: bytes) -> Dict[str, object]:
     return {"digest": f"sha256:{digest}", "size": len(data)}
 
 
-def write_image(out: str, name: str, entrypoint: List[str], files: List[Tuple[str, str]]) -> None:
-    layer = _layer(files)
+def write_image(out: str, name: str, entrypoint: List[str], files: List[Tuple[str, str]],
+                links: List[Tuple[str, str]] = ()) -> None:  # type: ignore[assignment]
+    layer = _layer(files, links)
     config = json.dumps({
         "architecture": "amd64", "os": "linux",
         "config": {"Entrypoint": entrypoint, "WorkingDir": "/"},
@@ -72,8 +78,9 @@ def main(argv: List[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     out, name, entrypoint, *pairs = argv
-    files = [tuple(p.split("=", 1)) for p in pairs]
-    write_image(out, name, [entrypoint], files)  # type: ignore[arg-type]
+    links = [tuple(p.split("->", 1)) for p in pairs if "->" in p]
+    files = [tuple(p.split("=", 1)) for p in pairs if "->" not in p]
+    write_image(out, name, [entrypoint], files, links)  # type: ignore[arg-type]
     return 0
 
 

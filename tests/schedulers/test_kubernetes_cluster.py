@@ -61,7 +61,7 @@ class Target:
     def leftovers(self) -> List[str]:
         """What the namespace still holds of an app: pods, services, jobs, jobsets, config maps (not Kubernetes' own)."""
         if self.cluster is not None:
-            kinds = "pods,services,jobs.batch,configmaps,jobsets.jobset.x-k8s.io"
+            kinds = "pods,services,jobs.batch,configmaps,jobsets.jobset.x-k8s.io,pytorchjobs.kubeflow.org"
             out = self.cluster.kubectl("get", kinds, "-n", self.ns, "-o", "name").stdout.split()
             return [name for name in out if name != "configmap/kube-root-ca.crt"]
         assert self.srv is not None
@@ -272,8 +272,13 @@ def test_apply_twice_creates_one_job_and_diff_shows_the_manifests(target: Target
     assert "echo b" in diff.stdout
 
 
-def test_dist_ddp_trains_with_gloo_across_two_pods(real: Target, tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize("flavor", ["job", "pytorchjob"])
+def test_dist_ddp_trains_with_gloo_across_two_pods(flavor: str, real: Target, tmp_path: pathlib.Path) -> None:
     """The real dist.ddp component, 2 nodes x 1 process: two pods meet at rank 0's DNS name and all_reduce.
+
+    As a ``job`` (torchspec's rendezvous at the Indexed Job's pod 0) and as a ``pytorchjob`` (the Training
+    Operator's: it sets MASTER_ADDR and the ranks, and holds the worker in an init container until the
+    master's name resolves).
 
     No image with PyTorch is at hand (none can be pulled, and this machine's CUDA build of torch is
     gigabytes): the busybox image gets this machine's Python (with torch), /usr and the script through
@@ -289,7 +294,8 @@ def test_dist_ddp_trains_with_gloo_across_two_pods(real: Target, tmp_path: pathl
               f"type=bind,src={root / 'examples' / 'ddp_train'},dst=/ddp,readonly"]
     mounts += [f"type=bind,src={p},dst={p},readonly" for p in pythons]
     path = ":".join([str(pathlib.Path(p) / "bin") for p in reversed(pythons)] + ["/usr/bin", "/bin"])
-    done = torchspec("submit", "-s", "kubernetes", "-c", f"namespace={real.ns}", "dist.ddp", "-p", "j=2x1",
+    done = torchspec("submit", "-s", "kubernetes", "-c", f"namespace={real.ns},flavor={flavor}", "dist.ddp",
+                     "-p", "j=2x1",
                      "-p", "script=/ddp/train.py", "-p", f"image={K8S_IMAGE}", "-p", "cpu=1", "-p", "memMB=1536",
                      "-p", f"mounts={json.dumps(mounts)}",
                      "-p", f"env=LOGLEVEL=WARNING,PATH={path},TMPDIR=/dev/shm,HOME=/dev/shm", "--wait",
@@ -302,6 +308,8 @@ def test_dist_ddp_trains_with_gloo_across_two_pods(real: Target, tmp_path: pathl
     assert sorted((replica, rank) for replica, rank, _ in means) == [("0", "0"), ("1", "1")], logs
     assert len({value for _, _, value in means}) == 1, logs  # both ranks hold the same all_reduce result
     assert float(means[0][2]) < 0.05, logs
+    assert torchspec("delete", handle).returncode == 0
+    wait_gone(real)
 
 
 # ----------------------------------------------------------------------------
