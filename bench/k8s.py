@@ -196,9 +196,9 @@ class Cluster:
         except Vanished:
             raise
         except Exception as e:  # noqa: BLE001 - a failure with the server restarted is the restart's
+            self.wait_back()  # a server stopping (SIGTERM) refuses connections for a while before it exits
             if self.server_pids() == before:
                 raise
-            self.wait_back()
             raise Vanished(f"the API server restarted while it ran ({type(e).__name__})") from None
         if self.server_pids() != before:
             self.wait_back()
