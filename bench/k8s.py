@@ -400,9 +400,11 @@ class ApplyBench:
     def torchspec_apply(self, ns: str) -> Tuple[float, Dict[str, int]]:
         cmd = self.ts + ["apply", "-s", "kubernetes", "-c", f"namespace={ns}", "--replace", "--prune",
                          "--format", "json", "jobs"]
-        elapsed, out = timed(cmd, self.env, self.repo)
+        elapsed, out = timed(cmd, self.env, self.repo, ok=(0, 6))  # 6: a step failed, said in the JSON
         done: Dict[str, int] = {}
         for step in json.loads(out)["steps"]:
+            if step["status"] == "failed":
+                raise RuntimeError(f"torchspec apply: {step['identity']} failed: {step['message']}")
             done[step["action"]] = done.get(step["action"], 0) + 1
         return elapsed, done
 
