@@ -525,8 +525,8 @@ def main() -> int:
             args.repeat = repeat or 3
             missed |= report_apply(ApplyBench(args, ts, dict(os.environ), work, cluster).run(), args.specs)
     finally:
-        cluster.close()
         shutil.rmtree(work, ignore_errors=True)
+        cluster.close()
     return 1 if missed and args.fail_on_miss else 0
 
 
