@@ -229,6 +229,7 @@ class Docker(Backend):
 class Kubernetes(Backend):
     name = "kubernetes"
     ns = "default"
+    image = "busybox:1.36"
 
     def __init__(self, args: argparse.Namespace, ts: List[str], env: Dict[str, str], work: Path) -> None:
         super().__init__(args, ts, env, work)
@@ -237,6 +238,8 @@ class Kubernetes(Backend):
         self.core: Any = None
         self.running_at: Dict[str, float] = {}
         self.ended_at: Dict[str, float] = {}
+        self.seen_running: Dict[str, float] = {}  # job -> when the way's own waiter first saw it running
+        self.cfg: Dict[str, str] = {}  # the run options (bench/k8s.py: the namespace)
         self.watch: Any = None
 
     def reach(self) -> str:
@@ -298,7 +301,7 @@ class Kubernetes(Backend):
     def app(self) -> Any:
         from torchspec import specs
 
-        return specs.AppDef("bk", roles=[specs.Role(name="w", image="busybox:1.36", entrypoint="sh",
+        return specs.AppDef("bk", roles=[specs.Role(name="w", image=self.image, entrypoint="sh",
                                                     args=["-c", f"sleep {self.args.seconds}"],
                                                     num_replicas=self.args.replicas)])
 
@@ -306,12 +309,13 @@ class Kubernetes(Backend):
         return self.running_at[job] - t0, t_ret - self.ended_at[job]
 
     def floor(self) -> Tuple[float, float]:
-        """The same objects torchspec creates, created by hand; then a watch of the Job until it is Complete."""
+        """The same objects torchspec creates, created by hand; then a watch of the Job until it is Complete
+        (it notes when it first sees a replica ready: running, as torchspec counts it)."""
         from kubernetes import watch
 
         from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
 
-        objects = KubernetesScheduler("bench").submit_dryrun(self.app(), {}).request.objects  # not timed
+        objects = KubernetesScheduler("bench").submit_dryrun(self.app(), dict(self.cfg)).request.objects  # not timed
         t0 = time.time()
         job = ""
         for obj in objects:
@@ -321,7 +325,10 @@ class Kubernetes(Backend):
                 job = self.batch.create_namespaced_job(self.ns, obj).metadata.name
         for event in watch.Watch().stream(self.batch.list_namespaced_job, self.ns,
                                           field_selector=f"metadata.name={job}", timeout_seconds=60):
-            if any(c.type == "Complete" and c.status == "True" for c in event["object"].status.conditions or []):
+            status = event["object"].status
+            if status.ready:
+                self.seen_running.setdefault(job, time.time())
+            if any(c.type == "Complete" and c.status == "True" for c in status.conditions or []):
                 break
         return self.times(job, t0, time.time())
 
@@ -333,16 +340,23 @@ class Kubernetes(Backend):
 
     def runner_way(self) -> Tuple[float, float]:
         t0 = time.time()
-        handle = self.runner.run(self.app(), "kubernetes")
-        self.runner.wait(handle, wait_interval=2)
-        return self.times(self.job_of(handle), t0, time.time())
+        handle = self.runner.run(self.app(), "kubernetes", dict(self.cfg))
+        job = self.job_of(handle)
+
+        def on_change(status: Any) -> None:
+            if str(status.state) == "RUNNING":
+                self.seen_running.setdefault(job, time.time())
+
+        self.runner.wait(handle, wait_interval=2, on_change=on_change)
+        return self.times(job, t0, time.time())
 
     def cli(self) -> Tuple[float, float]:
         spec = self.work / "k8s.yaml"
-        spec.write_text(f"name: bk\nroles:\n  - name: w\n    image: busybox:1.36\n    entrypoint: sh\n"
+        spec.write_text(f"name: bk\nroles:\n  - name: w\n    image: {self.image}\n    entrypoint: sh\n"
                         f"    args: [-c, 'sleep {self.args.seconds}']\n    num_replicas: {self.args.replicas}\n")
+        options = ["-c", ",".join(f"{k}={v}" for k, v in self.cfg.items())] if self.cfg else []
         t0 = time.time()
-        t_ret, handle = self.submit_wait(spec)
+        t_ret, handle = self.submit_wait(spec, *options)
         return self.times(self.job_of(handle), t0, t_ret)
 
     def close(self) -> None:
