@@ -904,3 +904,17 @@ def test_wait_for_change_watches_the_custom_object(sched: KubernetesScheduler, a
     sched.wait_for_change(app_id, 10)
     assert time.monotonic() - start < 5
     timer.join()
+
+
+def test_list_asks_once_per_kind_whatever_the_number_of_apps(sched: KubernetesScheduler,
+                                                             apiserver: FakeApiServer) -> None:
+    """``apply`` lists before it plans: with nothing to do that list is all it asks, so it must not grow
+    with the apps (it read each app's Jobs and pods again: two requests per app)."""
+    ids = [sched.submit(make_app(f"app{i}"), {}) for i in range(6)]
+    job_pods(apiserver, ids[0], "trainer")
+    apiserver.clear_requests()
+    listed = sched.list()
+    assert sorted(a.app_id for a in listed) == sorted(ids)
+    gets = [r for r in apiserver.requests if r.verb == "GET"]
+    assert len(gets) <= 2 + 4, gets  # Jobs, pods, and one list per custom kind (JobSet, Volcano, Kubeflow)
+    assert {a.state for a in listed if a.app_id == ids[0]} == {AppState.PENDING}

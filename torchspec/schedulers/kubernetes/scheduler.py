@@ -211,9 +211,14 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         pods = self._cluster.call(f"reading app {name} in namespace {namespace}",
                                   self._cluster.core(context).list_namespaced_pod, namespace,
                                   label_selector=f"{LABEL_APP_ID}={name}", context=context)
+        return self._view(name, namespace, context, flavor, top, pods.items)
+
+    def _view(self, name: str, namespace: str, context: Optional[str], flavor: str, top: List[Obj],
+              pods: List[Any]) -> AppView:
+        """The app's view from its top-level objects and its pods (client models) as read."""
         impl = FLAVOR_TABLE[flavor]
         views = [pod_view(pod, impl.pod_index(pod, top))
-                 for pod in (self._cluster.as_json(p, context) for p in pods.items)]
+                 for pod in (self._cluster.as_json(p, context) for p in pods)]
         view = AppView(app_id=name, namespace=namespace, flavor=flavor, top=top, pods=[v for v in views if v],
                        context=context)
         if view.queue and view.controller_state[0] == AppState.PENDING:
@@ -272,16 +277,22 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
                 return
         time.sleep(max(0.0, deadline - time.monotonic()))
 
-    def _created_by_name(self, namespace: str, context: Optional[str]) -> Dict[str, Tuple[str, str]]:
-        """Every torchspec app in ``namespace``: its name -> (when its first object was created, its flavor)."""
+    def _created_by_name(self, namespace: str, context: Optional[str]) -> Dict[str, Tuple[str, str, List[Obj]]]:
+        """Every torchspec app in ``namespace``: its name -> (when its first object was created, its flavor,
+        its top-level objects as _find_top reads them), from one list per kind."""
         where = f"listing apps in namespace {namespace}"
-        found: Dict[str, Tuple[str, str]] = {}
+        found: Dict[str, Tuple[str, str, List[Obj]]] = {}
         jobs = self._cluster.call(where, self._cluster.batch(context).list_namespaced_job, namespace,
                                   label_selector=f"{LABEL_APP_ID},{LABEL_FLAVOR}={JOB_FLAVOR.name}", context=context)
         for job in jobs.items:
             name = job.metadata.labels[LABEL_APP_ID]
             stamp = job.metadata.creation_timestamp.isoformat() if job.metadata.creation_timestamp else ""
-            found[name] = (min(found[name][0], stamp) if name in found else stamp, JOB_FLAVOR.name)
+            obj = {**self._cluster.as_json(job, context), "apiVersion": JOB_FLAVOR.api_version,
+                   "kind": JOB_FLAVOR.kind}
+            top = (found[name][2] if name in found else []) + [obj]
+            found[name] = (min(found[name][0], stamp) if name in found else stamp, JOB_FLAVOR.name, top)
+        for name, (_, _, top) in found.items():
+            top.sort(key=lambda j: int((j["metadata"].get("annotations") or {}).get(ANNOTATION_ROLE_INDEX, 0)))
         for custom in _CUSTOM_FLAVORS:
             group, version = custom.api_version.split("/")
             try:
@@ -292,8 +303,9 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
                     continue  # that CRD is not installed: no such apps
                 raise api_error(e, where, self._cluster.where(context)) from None
             for item in items:
-                found.setdefault(item["metadata"]["labels"][LABEL_APP_ID],
-                                 (item["metadata"].get("creationTimestamp", ""), custom.name))
+                name = item["metadata"]["labels"][LABEL_APP_ID]
+                if name == item["metadata"]["name"]:  # as _find_top: the object named after the app
+                    found.setdefault(name, (item["metadata"].get("creationTimestamp", ""), custom.name, [item]))
         return found
 
     def list(self) -> List[ListAppResponse]:
@@ -312,12 +324,20 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         return self._list(namespace, context)
 
     def _list(self, namespace: str, context: Optional[str]) -> List[ListAppResponse]:
+        """The apps of ``namespace`` from one list of each kind and one of their pods, not two reads per app
+        (``apply`` lists before it plans: with nothing changed, that is all it asks)."""
         found = self._created_by_name(namespace, context)
+        pods: Dict[str, List[Any]] = {}
+        if found:
+            listed = self._cluster.call(f"listing apps in namespace {namespace}",
+                                        self._cluster.core(context).list_namespaced_pod, namespace,
+                                        label_selector=LABEL_APP_ID, context=context)
+            for pod in listed.items:
+                pods.setdefault((pod.metadata.labels or {}).get(LABEL_APP_ID, ""), []).append(pod)
         out = []
         for name in sorted(found, key=lambda n: (found[n][0], n)):
-            flavor = found[name][1]
-            view = self.read_app(str(AppRef(name=name, namespace=namespace, context=context,
-                                            flavor=None if flavor == DEFAULT_FLAVOR else flavor)))
+            _, flavor, top = found[name]
+            view = self._view(name, namespace, context, flavor, top, pods.get(name, []))
             if view.exists:
                 out.append(ListAppResponse(app_id=view.full_id, state=view.state, labels=view.labels))
         return out
