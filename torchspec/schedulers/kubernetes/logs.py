@@ -63,20 +63,23 @@ class ReplicaLog:
         Following (``should_tail``), an API server that stops answering (restarted, say) is waited for up
         to :data:`~torchspec.errors.OUTAGE_S` seconds; the log goes on from the line after the last one
         printed."""
-        outage: Optional[float] = None
+        outage: Optional[float] = None  # since when the server has not answered; None while it does
         while True:
             try:
-                yield from self._round()
+                for line in self._round():
+                    outage = None  # the server answered: a later outage gets the whole grace again
+                    yield line
                 return
             except UnreachableError:
                 if not self.should_tail:
                     raise
                 now = time.monotonic()
-                outage = now if outage is None else outage
-                if now - outage > OUTAGE_S:
+                if outage is None:
+                    outage = now
+                    logger.warning("the API server does not answer; following %s/%d again when it does",
+                                   self.role_name, self.k)
+                elif now - outage > OUTAGE_S:
                     raise
-                logger.warning("the API server does not answer; following %s/%d again when it does",
-                               self.role_name, self.k)
                 time.sleep(1.0)
 
     def _round(self) -> Iterator[str]:
