@@ -255,9 +255,14 @@ class Trainer(_Controller):
         self.say(name, jobsStatus=[{"name": "node", "active": 1, "ready": 1, "succeeded": 0, "failed": 0,
                                     "suspended": 0}])
 
-    def fail(self, name: str, k: int, exit_code: int) -> None:
+    def fail(self, name: str, k: int, exit_code: int, remove_pods: bool = False) -> None:
+        """Node ``k`` fails; ``remove_pods``: as the real Job controller then does with pods that restart in
+        place (restartPolicy OnFailure, JobSet's default), the node pods are deleted."""
         pod = next(p for p in self.node_pods(name) if p.startswith(f"{name}-node-0-{k}-"))
         self.srv.set_pod_phase(self.ns, pod, "Failed", exit_code=exit_code)
+        if remove_pods:
+            for pod in self.node_pods(name):
+                self.srv.store.delete(self.srv.registry.get("v1", "pods"), self.ns, pod)
         self.say(name, condition("Failed", True, "JobSetFailed", "jobset failed due to job failure", False))
 
     def complete(self, name: str) -> None:

@@ -25,7 +25,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
@@ -56,12 +56,12 @@ class Target:
     ns: str
     cluster: Optional[Cluster] = None
     srv: Optional[FakeApiServer] = None
-    flavors: Tuple[str, ...] = field(default=("job",))
 
     def leftovers(self) -> List[str]:
         """What the namespace still holds of an app: pods, services, jobs, jobsets, config maps (not Kubernetes' own)."""
         if self.cluster is not None:
-            kinds = "pods,services,jobs.batch,configmaps,jobsets.jobset.x-k8s.io,pytorchjobs.kubeflow.org"
+            kinds = ("pods,services,jobs.batch,configmaps,jobsets.jobset.x-k8s.io,pytorchjobs.kubeflow.org,"
+                     "trainjobs.trainer.kubeflow.org,workloads.kueue.x-k8s.io")
             out = self.cluster.kubectl("get", kinds, "-n", self.ns, "-o", "name").stdout.split()
             return [name for name in out if name != "configmap/kube-root-ca.crt"]
         assert self.srv is not None
@@ -75,7 +75,11 @@ class Target:
         return [name for name in self.leftovers() if name.startswith("job.batch/")]
 
 
-TARGETS = [("stand-in", "job"), ("real", "job"), ("real", "jobset")]
+#: flavor pytorchjob runs only a torchrun role, which the busybox image has not: the real Training Operator runs
+#: it in test_dist_ddp_trains_with_gloo_across_two_pods (success, logs, delete)
+TARGETS = [("stand-in", "job"), ("real", "job"), ("real", "jobset"), ("real", "trainjob")]
+#: the flavors that run one role only
+ONE_ROLE = ("trainjob",)
 
 
 @pytest.fixture
@@ -90,7 +94,7 @@ def real(request: pytest.FixtureRequest, env: pytest.MonkeyPatch) -> Target:
     cluster: Cluster = request.getfixturevalue("k8s_cluster")
     request.getfixturevalue("k8s_image")
     env.setenv("KUBECONFIG", cluster.kubeconfig)
-    return Target("real", cluster.new_namespace(), cluster=cluster, flavors=("job", "jobset"))
+    return Target("real", cluster.new_namespace(), cluster=cluster)
 
 
 @pytest.fixture
@@ -140,8 +144,8 @@ def opts(ns: str, flavor: str, **extra: str) -> str:
     return ",".join(f"{k}={v}" for k, v in {"namespace": ns, "flavor": flavor, **extra}.items())
 
 
-def submit(spec: pathlib.Path, ns: str, flavor: str, *more: str) -> str:
-    done = torchspec("submit", "-s", "kubernetes", "-c", opts(ns, flavor), *more, str(spec))
+def submit(spec: pathlib.Path, ns: str, flavor: str, *more: str, **options: str) -> str:
+    done = torchspec("submit", "-s", "kubernetes", "-c", opts(ns, flavor, **options), *more, str(spec))
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -206,12 +210,31 @@ def test_an_app_runs_to_success_and_its_logs_are_real(target: Target, flavor: st
     wait_gone(target)
 
 
+def no_retry_runtime(target: Target) -> str:
+    """A ClusterTrainingRuntime of the tests' own: Kubeflow's torch-distributed with no retry of a failed pod,
+    and pods that are not restarted in place (JobSet's default, OnFailure, has the Job delete them when it
+    fails, and with them each replica's exit code)."""
+    assert target.cluster is not None
+    runtime = json.loads(target.cluster.kubectl("get", "clustertrainingruntime", "torch-distributed", "-o",
+                                                "json").stdout)
+    name = "torchspec-test-no-retry"
+    runtime["metadata"] = {"name": name}
+    job = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    job["backoffLimit"] = 0
+    job["template"]["spec"]["restartPolicy"] = "Never"
+    target.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(runtime))
+    return name
+
+
 @lifecycle
 def test_a_failing_replica_fails_the_app_with_its_exit_code(target: Target, flavor: str,
                                                            tmp_path: pathlib.Path) -> None:
     spec = write_spec(tmp_path / "bad.yaml", "bad", 'if [ "${replica_id}" = 1 ]; then echo oops >&2; exit 3; fi;'
                       " sleep 2")
-    handle = submit(spec, target.ns, flavor)
+    options = {}
+    if flavor == "trainjob":  # the torch-distributed runtime retries a failed pod (its Jobs' backoffLimit: 6)
+        options["runtime"] = no_retry_runtime(target)
+    handle = submit(spec, target.ns, flavor, **options)
     done = torchspec("wait", handle, "--timeout", "120")
     assert done.returncode == 4, (done.stdout, done.stderr)
     final = status(handle)
@@ -223,7 +246,7 @@ def test_a_failing_replica_fails_the_app_with_its_exit_code(target: Target, flav
 
 @lifecycle
 def test_cancel_leaves_nothing_behind(target: Target, flavor: str, tmp_path: pathlib.Path) -> None:
-    spec = write_spec(tmp_path / "long.yaml", "long", "echo up; sleep 600", roles=2)
+    spec = write_spec(tmp_path / "long.yaml", "long", "echo up; sleep 600", roles=1 if flavor in ONE_ROLE else 2)
     handle = submit(spec, target.ns, flavor)
     wait_state(handle, ("RUNNING",))
     assert target.leftovers()  # something to remove
@@ -360,3 +383,18 @@ def test_a_user_without_rights_gets_the_servers_reason(tmp_path: pathlib.Path, k
     assert "forbidden" in done.stderr.lower() and "torchspec-nobody" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
 
+
+
+def test_a_trainjob_on_a_runtime_that_is_not_there_gets_the_webhooks_reason(real: Target,
+                                                                          tmp_path: pathlib.Path) -> None:
+    """Kubeflow Trainer's admission webhook refuses it (a 403 that is not about RBAC): the message names the
+    webhook and the runtime, the hint is not the RBAC one, and nothing is created."""
+    spec = write_spec(tmp_path / "x.yaml", "x", "true", replicas=1)
+    done = torchspec("submit", "-s", "kubernetes", "-c", opts(real.ns, "trainjob", runtime="no-such-runtime"),
+                     str(spec))
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done
+    # Trainer's webhook or Kueue's (both check TrainJobs, in no fixed order) says it
+    assert "admission webhook" in done.stderr and re.search(r"""["']no-such-runtime["'] not found""",
+                                                            done.stderr), done.stderr
+    assert "RBAC" not in done.stderr, done.stderr
+    assert real.leftovers() == []

@@ -189,6 +189,22 @@ def test_a_failing_node_fails_the_trainjob(sched: KubernetesScheduler, apiserver
     assert sched.describe(f"{NS}:{name}").state == AppState.FAILED  # type: ignore[union-attr]
 
 
+def test_a_failed_trainjob_whose_pods_are_gone_reads_unknown_replicas_not_pending(
+        sched: KubernetesScheduler, apiserver: FakeApiServer, runtime: None) -> None:
+    """As on the real cluster: the runtime's pods restart in place (OnFailure), so the Job deletes them when
+    it fails; the replicas then cannot say how they ended, and must not read as waiting to start."""
+    app_id = sched.submit(ddp("2x1"), {"flavor": "trainjob"})
+    name = name_of(app_id)
+    trainer = Trainer(apiserver)
+    trainer.reconcile(name)
+    trainer.running(name)
+    trainer.fail(name, 1, exit_code=2, remove_pods=True)
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.FAILED
+    assert [(r.state, r.exit_code) for r in desc.roles_statuses[0].replicas] == [(AppState.UNKNOWN, None)] * 2
+    assert all("pod is gone" in r.msg for r in desc.roles_statuses[0].replicas)  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("flavor", ["pytorchjob", "trainjob"])
 def test_logs_follow_a_replica_until_it_ends(flavor: str, sched: KubernetesScheduler, apiserver: FakeApiServer,
                                              runtime: None) -> None:

@@ -24,7 +24,11 @@ pytest.importorskip("kubernetes")
 
 @pytest.fixture
 def queue(real: Target) -> Iterator[str]:  # noqa: F811 - the fixture imported above
-    """A LocalQueue ``team`` in the test's namespace, on a ClusterQueue of its own with 2 CPUs of quota."""
+    """A LocalQueue ``team`` in the test's namespace, on a ClusterQueue of its own with 2 CPUs of quota.
+
+    StrictFIFO: the head of the queue (by priority, then age) waits for room and nothing passes it. Under
+    the default, BestEffortFIFO, a workload found inadmissible is set aside and retried later, and CI saw
+    a low-priority app that had been set aside first admitted before a high one."""
     assert real.cluster is not None
     cq = f"cq-{uuid.uuid4().hex[:8]}"
     real.cluster.kubectl("apply", "-f", "-", input=textwrap.dedent(f"""\
@@ -37,6 +41,7 @@ def queue(real: Target) -> Iterator[str]:  # noqa: F811 - the fixture imported a
         metadata: {{name: {cq}}}
         spec:
           namespaceSelector: {{}}
+          queueingStrategy: StrictFIFO
           resourceGroups:
           - coveredResources: [cpu, memory]
             flavors:

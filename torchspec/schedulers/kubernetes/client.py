@@ -67,6 +67,14 @@ def api_error(e: BaseException, what: str, where: str) -> BackendError:
         message = str(getattr(e, "body", "") or "")
     message = message.strip() or str(getattr(e, "reason", "") or status)
     kind = _KINDS.get(status, f"error {status}")
+    webhook = re.search(r'admission webhook "([^"]+)" denied the request', message)
+    if webhook:  # not RBAC, whatever the status: a controller's own check said no
+        return BackendError(f"Kubernetes refused {what} (denied by admission webhook {webhook.group(1)}): "
+                            f"{message[webhook.end():].lstrip(': ') or message}",
+                            "the controller that serves that webhook (Kueue, JobSet, Kubeflow...) checks what"
+                            " its CRD's schema cannot: fix what it names"
+                            + ("" if "dry run" in what else " (`torchspec dryrun -s kubernetes -c"
+                               " server_dry_run=True` asks it without creating anything)"))
     return BackendError(f"Kubernetes refused {what} ({kind}): {message}", _HINTS.get(status))
 
 

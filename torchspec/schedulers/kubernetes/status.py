@@ -30,7 +30,7 @@ from torchspec.schedulers.kubernetes.states import (
     WAITING_TROUBLE,
     Obj,
 )
-from torchspec.specs import NONE, AppState, ReplicaStatus, Role, RoleStatus
+from torchspec.specs import NONE, AppState, ReplicaStatus, Role, RoleStatus, is_terminal
 
 logger: logging.Logger = logging.getLogger(__name__)
 
@@ -287,20 +287,31 @@ class KubernetesReplicaStatus(ReplicaRunStatus):
     msg: str = ""
 
 
+#: A replica with no pod in an app that has ended: its Job deleted the pod (a Job whose pods restart in place,
+#: restartPolicy OnFailure as JobSet and Kubeflow's runtimes default to, deletes them when it fails).
+GONE = "its pod is gone: the controller removed it when the app ended (its state and exit code with it)"
+
+
 def _role_statuses(view: AppView) -> List[RoleStatus]:
     """Every replica's status, by role, in role order."""
     by_role: Dict[str, List[ReplicaStatus]] = {name: [] for name, _, _ in view.role_names}
     keys = {name: key for name, key, _ in view.role_names}
+    decided, _ = view.controller_state
+    ended = decided is not None and is_terminal(decided)
     for name, k, pod in view.current():
+        if pod is None:
+            state, msg = (AppState.UNKNOWN, GONE) if ended else (AppState.PENDING, "")
+        else:
+            state, msg = pod.state, pod.trouble(name)
         by_role[name].append(KubernetesReplicaStatus(
             id=k,
-            state=pod.state if pod else AppState.PENDING,
+            state=state,
             role=name,
             hostname=(pod.hostname if pod else "") or view.flavor_impl.replica_host(view.app_id, keys[name], k),
             structured_error_msg=NONE,
             exit_code=pod.exit_code if pod else None,
             num_restarts=view.restarts_of(keys[name], k),
-            msg=pod.trouble(name) if pod else "",
+            msg=msg,
         ))
     return [RoleStatus(role=name, replicas=replicas) for name, replicas in by_role.items()]
 

@@ -146,7 +146,8 @@ class TrainJobFlavor(Flavor):
                 f" node(s){taken}"]
 
     def retry_how(self, role: Role, k8s_version: Version) -> str:
-        return "the runtime's (its JobSet failurePolicy)"
+        return ("the runtime's (its Jobs' backoffLimit, 6 where the runtime sets none as in Kubeflow's"
+                " torch-distributed, and its JobSet failurePolicy)")
 
     def controller_state(self, top: List[Obj]) -> Tuple[Optional[AppState], str]:
         return operator_state(top[0], "trainjob", "Complete", bool((top[0].get("spec") or {}).get("suspend")))
