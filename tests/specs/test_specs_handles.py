@@ -71,3 +71,10 @@ def test_exception_messages() -> None:
         "Unknown app = local://s/a. Did you forget to call session.run()?"
         " Otherwise, the app may have already finished and purged by the scheduler"
     )
+
+
+def test_no_scheduler_at_all_says_torchspec_was_never_installed() -> None:
+    """Run from a checkout that pip never installed, not even the built-ins register (entry points)."""
+    e = UnknownSchedulerException("local", [])
+    assert e.hint is not None and "there are no registered schedulers" in e.hint and "pip install -e ." in e.hint
+    assert "pip install" not in (UnknownSchedulerException("lcoal", ["local"]).hint or "")
