@@ -69,6 +69,10 @@ NOTICED_TARGET_S = 0.050
 
 Round = Dict[str, Tuple[float, float]]  # way -> (running, noticed), seconds
 
+#: The Job conditions that say it succeeded: Complete, or SuccessCriteriaMet, which Kubernetes 1.31+ writes
+#: first (before the pods it ends have terminated) and torchspec counts as the end: like for like.
+VERDICT = ("Complete", "SuccessCriteriaMet")
+
 
 def stamp(text: str) -> float:
     """Epoch seconds of an RFC 3339 time with up to nanoseconds (the engine's, the API's)."""
@@ -310,7 +314,8 @@ class Kubernetes(Backend):
 
     def floor(self) -> Tuple[float, float]:
         """The same objects torchspec creates, created by hand; then a watch of the Job until it is Complete
-        (it notes when it first sees a replica ready: running, as torchspec counts it)."""
+        or the controller has said so earlier (SuccessCriteriaMet, Kubernetes 1.31+: the verdict torchspec
+        counts too); it notes when it first sees a replica ready: running, as torchspec counts it."""
         from kubernetes import watch
 
         from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
@@ -328,7 +333,7 @@ class Kubernetes(Backend):
             status = event["object"].status
             if status.ready:
                 self.seen_running.setdefault(job, time.time())
-            if any(c.type == "Complete" and c.status == "True" for c in status.conditions or []):
+            if any(c.type in VERDICT and c.status == "True" for c in status.conditions or []):
                 break
         return self.times(job, t0, time.time())
 

@@ -355,6 +355,23 @@ def test_a_replaced_pod_counts_as_a_restart_and_success_needs_every_job(sched: K
     assert sched.describe(app_id).state == AppState.SUCCEEDED  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("verdict, state", [("SuccessCriteriaMet", AppState.SUCCEEDED),
+                                            ("FailureTarget", AppState.FAILED)])
+def test_the_job_controllers_verdict_counts_before_its_pods_have_ended(sched: KubernetesScheduler,
+                                                                      apiserver: FakeApiServer, verdict: str,
+                                                                      state: AppState) -> None:
+    """Kubernetes 1.31+ writes SuccessCriteriaMet or FailureTarget first, Complete or Failed once the pods
+    it ends have terminated (the real cluster does: test_kubernetes_cluster.py)."""
+    app_id = sched.submit(make_app(), {})
+    for role in ("trainer", "reader"):
+        job_condition(apiserver, app_id, role, verdict, "BackoffLimitExceeded" if state == AppState.FAILED else "",
+                      "Job has reached the specified backoff limit" if state == AppState.FAILED else "")
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == state
+    if state == AppState.FAILED:
+        assert "BackoffLimitExceeded" in desc.msg or "exited" in desc.msg, desc.msg
+
+
 @pytest.mark.parametrize("setup, expected", [
     (dict(phase="Pending", waiting_reason="ImagePullBackOff", message='Back-off pulling image "busybox:1.36"'),
      'trainer/0 cannot pull its image (ImagePullBackOff): Back-off pulling image "busybox:1.36"'),
