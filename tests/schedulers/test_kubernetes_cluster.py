@@ -295,6 +295,25 @@ def test_apply_twice_creates_one_job_and_diff_shows_the_manifests(target: Target
     assert "echo b" in diff.stdout
 
 
+def torch_on_the_node(scripts: pathlib.Path) -> List[str]:
+    """dist.ddp's ``-p`` options that run the busybox image with this machine's Python and torch (read-only
+    host mounts of /usr and the interpreter's prefixes, the component's ``mounts`` parameter) and the
+    folder ``scripts`` as /ddp: no image with PyTorch is at hand (none can be pulled, and this machine's
+    CUDA build of torch is gigabytes). Skips where torch is not installed (fails under
+    TORCHSPEC_REQUIRE_TORCH=1)."""
+    if importlib.util.find_spec("torch") is None:
+        if os.environ.get("TORCHSPEC_REQUIRE_TORCH") == "1":
+            pytest.fail("TORCHSPEC_REQUIRE_TORCH=1 but torch is not installed (scripts/test installs it)")
+        pytest.skip("torch is not installed (bash scripts/test installs torch==2.13.0)")
+    pythons = sorted({sys.base_prefix, sys.prefix})
+    mounts = ["type=bind,src=/usr,dst=/usr,readonly", "type=bind,src=/usr/lib,dst=/lib,readonly",
+              "type=bind,src=/usr/lib64,dst=/lib64,readonly", f"type=bind,src={scripts},dst=/ddp,readonly"]
+    mounts += [f"type=bind,src={p},dst={p},readonly" for p in pythons]
+    path = ":".join([str(pathlib.Path(p) / "bin") for p in reversed(pythons)] + ["/usr/bin", "/bin"])
+    return ["-p", f"image={K8S_IMAGE}", "-p", "cpu=1", "-p", "memMB=1536", "-p", f"mounts={json.dumps(mounts)}",
+            "-p", f"env=LOGLEVEL=WARNING,PATH={path},TMPDIR=/dev/shm,HOME=/dev/shm"]
+
+
 @pytest.mark.parametrize("flavor", ["job", "pytorchjob"])
 def test_dist_ddp_trains_with_gloo_across_two_pods(flavor: str, real: Target, tmp_path: pathlib.Path) -> None:
     """The real dist.ddp component, 2 nodes x 1 process: two pods meet at rank 0's DNS name and all_reduce.
@@ -306,23 +325,10 @@ def test_dist_ddp_trains_with_gloo_across_two_pods(flavor: str, real: Target, tm
     No image with PyTorch is at hand (none can be pulled, and this machine's CUDA build of torch is
     gigabytes): the busybox image gets this machine's Python (with torch), /usr and the script through
     read-only host mounts, the component's own ``mounts`` parameter."""
-    if importlib.util.find_spec("torch") is None:
-        if os.environ.get("TORCHSPEC_REQUIRE_TORCH") == "1":
-            pytest.fail("TORCHSPEC_REQUIRE_TORCH=1 but torch is not installed (scripts/test installs it)")
-        pytest.skip("torch is not installed (bash scripts/test installs torch==2.13.0)")
     root = pathlib.Path(__file__).resolve().parents[2]
-    pythons = sorted({sys.base_prefix, sys.prefix})
-    mounts = ["type=bind,src=/usr,dst=/usr,readonly", "type=bind,src=/usr/lib,dst=/lib,readonly",
-              "type=bind,src=/usr/lib64,dst=/lib64,readonly",
-              f"type=bind,src={root / 'examples' / 'ddp_train'},dst=/ddp,readonly"]
-    mounts += [f"type=bind,src={p},dst={p},readonly" for p in pythons]
-    path = ":".join([str(pathlib.Path(p) / "bin") for p in reversed(pythons)] + ["/usr/bin", "/bin"])
     done = torchspec("submit", "-s", "kubernetes", "-c", f"namespace={real.ns},flavor={flavor}", "dist.ddp",
-                     "-p", "j=2x1",
-                     "-p", "script=/ddp/train.py", "-p", f"image={K8S_IMAGE}", "-p", "cpu=1", "-p", "memMB=1536",
-                     "-p", f"mounts={json.dumps(mounts)}",
-                     "-p", f"env=LOGLEVEL=WARNING,PATH={path},TMPDIR=/dev/shm,HOME=/dev/shm", "--wait",
-                     timeout=600)
+                     "-p", "j=2x1", "-p", "script=/ddp/train.py", *torch_on_the_node(root / "examples" / "ddp_train"),
+                     "--wait", timeout=600)
     handle = done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""
     logs = torchspec("logs", handle).stdout if handle else ""
     assert done.returncode == 0, (done.stderr, logs)
@@ -333,6 +339,52 @@ def test_dist_ddp_trains_with_gloo_across_two_pods(flavor: str, real: Target, tm
     assert float(means[0][2]) < 0.05, logs
     assert torchspec("delete", handle).returncode == 0
     wait_gone(real)
+
+
+def test_a_pytorchjob_whose_rank_fails_fails_and_a_cancelled_one_leaves_nothing(real: Target,
+                                                                               tmp_path: pathlib.Path) -> None:
+    """The lifecycle tests' failure and cancel for flavor pytorchjob, which runs torchrun roles only: the
+    real Training Operator, with this machine's torchrun on the node (as in the dist.ddp test). Rank 1
+    exits 3 (torchrun then exits 1) and fails the app; a second app, cancelled while it runs, leaves no
+    object behind."""
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "fail.py").write_text(textwrap.dedent("""\
+        import os, sys, time
+        rank = int(os.environ["RANK"])
+        print(f"rank {rank} up", flush=True)
+        if rank == 1:
+            sys.exit(3)
+        time.sleep(60)
+        """))
+    (scripts / "sleep.py").write_text("import time\nprint('up', flush=True)\ntime.sleep(600)\n")
+    failing = torchspec("submit", "-s", "kubernetes", "-c", f"namespace={real.ns},flavor=pytorchjob", "dist.ddp",
+                        "-p", "j=2x1", "-p", "script=/ddp/fail.py", *torch_on_the_node(scripts), "--wait",
+                        timeout=300)
+    handle = failing.stdout.strip().splitlines()[0] if failing.stdout.strip() else ""
+    assert failing.returncode == 4 and handle, (failing.stdout, failing.stderr)
+    final = status(handle)
+    assert final["state"] == "FAILED", final
+    # past its backoffLimit (0: max_retries=0) the Training Operator deletes every pod of the job, whatever
+    # its cleanPodPolicy (it has not marked the job Failed yet when it does), and rank 0's torchrun fails too
+    # once rank 1's has (their rendezvous closes): what a replica shows depends on when the status is read
+    for replica in final["roles"][0]["replicas"]:
+        assert (replica["state"] == "FAILED" and replica["exit_code"] not in (None, 0)
+                or replica["state"] == "UNKNOWN" and "pod is gone" in replica["msg"]
+                or replica["state"] == "PENDING" and replica["id"] == 1), json.dumps(final, indent=1)
+    assert "failed" in final["msg"] or "exited" in final["msg"], final
+    assert torchspec("delete", handle).returncode == 0
+    wait_gone(real)
+
+    running = torchspec("submit", "-s", "kubernetes", "-c", f"namespace={real.ns},flavor=pytorchjob", "dist.ddp",
+                        "-p", "j=2x1", "-p", "script=/ddp/sleep.py", *torch_on_the_node(scripts))
+    assert running.returncode == 0, running.stderr
+    handle = running.stdout.strip()
+    wait_state(handle, ("RUNNING",))
+    assert torchspec("cancel", handle).returncode == 0
+    wait_gone(real)
+    gone = torchspec("status", handle)
+    assert gone.returncode == 2 and "unknown app" in gone.stderr, gone
 
 
 # ----------------------------------------------------------------------------
