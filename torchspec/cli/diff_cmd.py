@@ -63,7 +63,10 @@ def diff(files: tuple[str, ...], base: str | None, params: tuple[str, ...], para
 
             result = diff_base(Repo(), base, files, options, runner)
         else:
+            from torchspec.components import refuse_python
+
             for path in files:
+                refuse_python(path, "diff")
                 click.Path(exists=True, dir_okay=False).convert(path, None, None)
             result = diff_files(files[0], files[1], options, runner)
     import sys

@@ -130,6 +130,13 @@ def _handle(e: BaseException) -> int:
     if isinstance(e, SpecError):
         console.diagnostics(e.diagnostics)
         return ExitCode.SPEC_ERROR
+    from torchspec.components.python import ComponentError
+
+    if isinstance(e, ComponentError):  # a Python component's own code failed
+        if os.environ.get("TORCHSPEC_DEBUG"):
+            raise e
+        console.error(e.message, e.hint)
+        return ExitCode.SPEC_ERROR
     if isinstance(e, BrokenPipeError):
         return ExitCode.OK
     if os.environ.get("TORCHSPEC_DEBUG"):

@@ -36,8 +36,71 @@ def submission_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("-s", "--scheduler", metavar="SCHEDULER",
                      help="Where to run (default: the configured default_scheduler, else local).")(f)
     f = app_option(f)
-    f = click.argument("component", metavar="FILE|COMPONENT")(f)
+    f = click.argument("component_args", nargs=-1, type=click.UNPROCESSED, metavar="[COMPONENT ARGS]...")(f)
+    f = click.argument("component", metavar="FILE|COMPONENT|FILE.py:FUNCTION")(f)
+    f = click.pass_context(f)
     return f
+
+
+class ComponentCommand(click.Command):
+    """A command whose COMPONENT takes arguments of its own after it, as ``torchx run`` does: options click
+    does not know go to the component, ``--`` and what follows reach it unchanged (click would drop the
+    ``--``), and ``--help`` after a Python component asks for the component's help, not the command's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, context_settings={"ignore_unknown_options": True}, **kwargs)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        from torchspec.components import is_python_component
+
+        args = list(args)
+        tail = None
+        if "--" in args:
+            cut = args.index("--")
+            args, tail = args[:cut], args[cut + 1:]
+        ctx.meta["torchspec.tail"] = tail
+        ref = next((a for a in args if is_python_component(a)), None)
+        if ref is not None:
+            at = args.index(ref) + 1
+            if {"--help", "-h"} & set(args[at:]):
+                ctx.meta["torchspec.component_help"] = True
+                args = args[:at] + [a for a in args[at:] if a not in ("--help", "-h")]
+        return super().parse_args(ctx, args)
+
+
+def _component_args(ctx: click.Context, component: str, given: tuple[str, ...], params: tuple[str, ...]) -> Any:
+    """What the component gets: for a Python component its command line (``-p name=value`` as ``--name
+    value``); for a spec its params, from TorchX's ``--name value`` forms and ``-p`` (which wins)."""
+    from torchspec.components import is_python_component
+    from torchspec.runner.components import parse_component_args
+
+    tail = ctx.meta.get("torchspec.tail")
+    argv = list(given) + (["--", *tail] if tail is not None else [])
+    if is_python_component(component):
+        return [arg for name, value in parse_params(params).items() for arg in (f"--{name}", value)] + argv
+    _no_misspelt_options(ctx, component, given)
+    return {**parse_component_args(argv), **parse_params(params)} if argv else parse_params(params)
+
+
+def _no_misspelt_options(ctx: click.Context, component: str, given: tuple[str, ...]) -> None:
+    """An option after a spec component that is none of its params but a near miss of the command's own
+    options (``--wiat``) is a typo, not a component argument: say so as click would have."""
+    from torchspec.components import ComponentNotFoundError, find_component
+    from torchspec.errors import did_you_mean
+    from torchspec.loader import declared_params
+
+    try:
+        params = declared_params(find_component(component)) or []
+    except ComponentNotFoundError:
+        return  # the runner says so, with its did-you-mean
+    own = [name for param in ctx.command.params for name in getattr(param, "opts", []) if name.startswith("--")]
+    for arg in given:
+        word = arg.split("=", 1)[0]
+        if word.startswith("--") and word not in own and word[2:] not in params:
+            guess = did_you_mean(word, own)
+            if guess is not None:
+                raise click.UsageError(f"No such option: {word} (did you mean {guess}?); an argument for the"
+                                       " component goes after it as --name value, or as -p name=value", ctx)
 
 
 def _prepare(runner: "Runner", scheduler: str | None, cfg_str: str | None) -> tuple[str, dict[str, "CfgVal"]]:
@@ -46,13 +109,18 @@ def _prepare(runner: "Runner", scheduler: str | None, cfg_str: str | None) -> tu
     return name, runner.run_options(name, cfg_str)
 
 
-@click.command()
+@click.command(cls=ComponentCommand)
 @submission_options
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the app to end; the exit code says how it ended.")
 @click.option("--log", is_flag=True, help="Stream every replica's logs (on stderr) until the app ends; implies --wait.")
-def submit(component: str, scheduler: str | None, cfg: str | None, params: tuple[str, ...], params_file: str | None,
-           workspace: str | None, app_name: str | None, wait_: bool, log: bool) -> int:
+def submit(ctx: click.Context, component: str, component_args: tuple[str, ...], scheduler: str | None,
+           cfg: str | None, params: tuple[str, ...], params_file: str | None, workspace: str | None,
+           app_name: str | None, wait_: bool, log: bool) -> int:
     """Submit FILE (a spec) or COMPONENT (a built-in such as utils.echo) and print its app handle.
+
+    FILE.py:FUNCTION is a TorchX-style Python component: its arguments follow
+    it (`comp.py:trainer --lr 0.1 -- --extra`), and `comp.py:trainer --help`
+    lists them.
 
     Only the handle goes to stdout, so `H=$(torchspec submit job.yaml)` works.
     Without -s the app runs on the configured default scheduler, else on
@@ -65,9 +133,13 @@ def submit(component: str, scheduler: str | None, cfg: str | None, params: tuple
     pulled...).
     """
     with open_runner() as runner:
+        if ctx.meta.get("torchspec.component_help"):
+            click.echo(runner.component_help(component) or ctx.get_help())
+            return ExitCode.OK
         name, run_cfg = _prepare(runner, scheduler, cfg)
+        args = _component_args(ctx, component, component_args, params)
         with _build_progress(workspace):
-            handle = runner.run_component(component, parse_params(params), name, run_cfg, workspace=workspace,
+            handle = runner.run_component(component, args, name, run_cfg, workspace=workspace,
                                           params_file=params_file, app_name=app_name)
         click.echo(handle)
         sys.stdout.flush()
@@ -90,12 +162,13 @@ def submit(component: str, scheduler: str | None, cfg: str | None, params: tuple
     return for_app_state(status.state)
 
 
-@click.command()
+@click.command(cls=ComponentCommand)
 @submission_options
 @click.option("--reveal-env", is_flag=True,
               help="Print the values env() read as they are (they are hidden by default: they may be secrets).")
-def dryrun(component: str, scheduler: str | None, cfg: str | None, params: tuple[str, ...],
-           params_file: str | None, workspace: str | None, app_name: str | None, reveal_env: bool) -> int:
+def dryrun(ctx: click.Context, component: str, component_args: tuple[str, ...], scheduler: str | None,
+           cfg: str | None, params: tuple[str, ...], params_file: str | None, workspace: str | None,
+           app_name: str | None, reveal_env: bool) -> int:
     """Print exactly what `torchspec submit` would send to the scheduler, without sending it.
 
     The output is the scheduler's request (the AppDryRunInfo), highlighted
@@ -114,9 +187,13 @@ def dryrun(component: str, scheduler: str | None, cfg: str | None, params: tuple
     from torchspec.cli import console
 
     with open_runner() as runner:
+        if ctx.meta.get("torchspec.component_help"):
+            click.echo(runner.component_help(component) or ctx.get_help())
+            return ExitCode.OK
         name, run_cfg = _prepare(runner, scheduler, cfg)
+        args = _component_args(ctx, component, component_args, params)
         with _build_progress(workspace):
-            info = runner.dryrun_component(component, parse_params(params), name, run_cfg, workspace=workspace,
+            info = runner.dryrun_component(component, args, name, run_cfg, workspace=workspace,
                                            params_file=params_file, app_name=app_name)
     console.highlighted(str(info) if reveal_env else _redacted_text(info), "yaml")
     return ExitCode.OK

@@ -13,10 +13,30 @@ Jinja files next to a spec (``*.j2``) are its imports, not components.
 from __future__ import annotations
 
 import os
+import re
 
 from torchspec.errors import UsageError
 
-__all__ = ["COMPONENTS_DIR", "ComponentNotFoundError", "builtin_name", "find_component", "list_builtins"]
+__all__ = ["COMPONENTS_DIR", "ComponentNotFoundError", "builtin_name", "find_component", "is_python_component",
+           "list_builtins", "refuse_python"]
+
+#: ``FILE.py:FUNCTION`` (the path may hold ``:``; the last one splits): a Python component, see
+#: :mod:`torchspec.components.python`.
+PYTHON_COMPONENT = re.compile(r"^(?P<path>.+\.py):(?P<function>[A-Za-z_]\w*)$")
+
+
+def is_python_component(name: str) -> bool:
+    """Whether ``name`` names a function of a Python file (``comp.py:trainer``), not a spec or a built-in."""
+    return PYTHON_COMPONENT.match(name) is not None
+
+
+def refuse_python(name: str, where: str) -> None:
+    """Raise a :class:`UsageError` when ``name`` is a Python component: ``where`` never runs code."""
+    if is_python_component(name):
+        raise UsageError(f"{name} is a Python component, and {where} runs no code (a spec may come from a pull"
+                         " request: importing a Python file would run it)",
+                         "submit, dryrun and run load Python components, since they run what you name;"
+                         " `torchspec dryrun ... FILE.py:FUNCTION` shows the AppDef it makes")
 
 #: Where the built-in spec files live (inside the installed package).
 COMPONENTS_DIR: str = os.path.dirname(os.path.abspath(__file__))

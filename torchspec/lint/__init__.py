@@ -162,6 +162,9 @@ def discover(paths: Iterable[str], exclude: Iterable[str] = (),
             if not excluded(path):
                 yield path, True
         else:
+            from torchspec.components import refuse_python
+
+            refuse_python(path, "lint")
             raise UsageError(f"no such file or folder: {path}")
 
 
