@@ -51,21 +51,33 @@ class ComponentCommand(click.Command):
         super().__init__(*args, context_settings={"ignore_unknown_options": True}, **kwargs)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        from torchspec.components import is_python_component
-
         args = list(args)
         tail = None
         if "--" in args:
             cut = args.index("--")
             args, tail = args[:cut], args[cut + 1:]
         ctx.meta["torchspec.tail"] = tail
-        ref = next((a for a in args if is_python_component(a)), None)
-        if ref is not None:
-            at = args.index(ref) + 1
-            if {"--help", "-h"} & set(args[at:]):
-                ctx.meta["torchspec.component_help"] = True
-                args = args[:at] + [a for a in args[at:] if a not in ("--help", "-h")]
+        at = self._after_component(args)
+        if at is not None and {"--help", "-h"} & set(args[at:]):
+            ctx.meta["torchspec.component_help"] = True
+            args = args[:at] + [a for a in args[at:] if a not in ("--help", "-h")]
         return super().parse_args(ctx, args)
+
+    def _after_component(self, args: list[str]) -> int | None:
+        """Where the words after COMPONENT start (None: no component yet): the first word that is neither
+        an option nor the value of one of this command's options that take a value."""
+        takes_value = {name for p in self.params if isinstance(p, click.Option) and not p.is_flag
+                       for name in p.opts}
+        i = 0
+        while i < len(args):
+            word = args[i]
+            if word in takes_value:
+                i += 2
+                continue
+            if not word.startswith("-"):
+                return i + 1
+            i += 1
+        return None
 
 
 def _component_args(ctx: click.Context, component: str, given: tuple[str, ...], params: tuple[str, ...]) -> Any:

@@ -197,9 +197,11 @@ def component_parser(ref: str, fn: Callable[..., Any], defaults: Optional[Mappin
     return parser
 
 
-def component_help(ref: str, defaults: Optional[Mapping[str, str]] = None) -> str:
-    """What ``torchspec submit FILE.py:FUNCTION --help`` prints: the component's own arguments."""
-    return component_parser(ref, load_function(ref), defaults).format_help()
+def component_help(ref: str, defaults: Optional[Mapping[str, str]] = None,
+                   fn: Optional[Callable[..., Any]] = None) -> str:
+    """What ``torchspec submit FILE.py:FUNCTION --help`` prints: the component's own arguments (``fn``: the
+    function, where it is not ``ref``'s file's, e.g. a package's)."""
+    return component_parser(ref, fn or load_function(ref), defaults).format_help()
 
 
 def decode(value: Any, annotation: Any) -> Any:
@@ -264,19 +266,25 @@ def as_argv(component_args: Any) -> List[str]:
 
 def materialize(ref: str, component_args: Any = None, defaults: Optional[Mapping[str, str]] = None) -> Any:
     """The AppDef ``ref``'s function returns for these arguments (TorchX: ``materialize_appdef``)."""
+    path = os.path.abspath(os.path.expanduser(ref.rsplit(":", 1)[0]))
+    return call_component(ref, load_function(ref), component_args, defaults, path)
+
+
+def call_component(name: str, fn: Callable[..., Any], component_args: Any = None,
+                   defaults: Optional[Mapping[str, str]] = None, path: Optional[str] = None) -> Any:
+    """The AppDef the component function ``fn`` (called ``name`` in messages; defined in the file ``path``)
+    returns for these arguments, parsed from its signature as TorchX parses them."""
     from torchspec.specs import AppDef
 
-    fn = load_function(ref)
-    parser = component_parser(ref, fn, defaults)
-    parsed = parser.parse_args(as_argv(component_args))
+    parsed = component_parser(name, fn, defaults).parse_args(as_argv(component_args))
     positional: List[Any] = []
     keyword: Dict[str, Any] = {}
     rest: List[Any] = []
-    for p in _parameters(ref, fn):
+    for p in _parameters(name, fn):
         try:
             value = decode(getattr(parsed, p.name), p.annotation)
         except ValueError as e:
-            raise UsageError(f"component {ref}: --{p.name}: {e}", f"`torchspec submit {ref} --help`") from None
+            raise UsageError(f"component {name}: --{p.name}: {e}", f"`torchspec submit {name} --help`") from None
         if p.kind == inspect.Parameter.VAR_POSITIONAL:
             rest = value[1:] if value and value[0] == "--" else value
         elif p.kind == inspect.Parameter.KEYWORD_ONLY:
@@ -286,11 +294,11 @@ def materialize(ref: str, component_args: Any = None, defaults: Optional[Mapping
     try:
         app = fn(*positional, *rest, **keyword)
     except Exception as e:  # noqa: BLE001 - the user's code
-        path = os.path.abspath(os.path.expanduser(ref.rsplit(":", 1)[0]))
-        raise ComponentError(f"component {ref} raised an error{_where(e, path)}: {type(e).__name__}: {e}",
+        where = _where(e, path or inspect.getsourcefile(fn) or "")
+        raise ComponentError(f"component {name} raised an error{where}: {type(e).__name__}: {e}",
                              "TORCHSPEC_DEBUG=1 shows the traceback") from e
     if not isinstance(app, AppDef):
-        app = from_torchx(app, ref)
+        app = from_torchx(app, name)
     return app
 
 
@@ -328,6 +336,6 @@ def _convert(obj: Any) -> Any:
     return obj
 
 
-__all__: Sequence[str] = ["ComponentError", "as_argv", "component_help", "component_parser", "decode",
+__all__: Sequence[str] = ["ComponentError", "as_argv", "call_component", "component_help", "component_parser", "decode",
                           "from_torchx", "is_python_component", "load_function", "materialize",
                           "parse_docstring", "refuse_python"]

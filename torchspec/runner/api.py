@@ -37,13 +37,8 @@ from typing import (
     Type,
 )
 
-from torchspec.errors import OUTAGE_S, AppRefusedError, TorchSpecError, UnreachableError, UsageError
-from torchspec.runner.components import (
-    ComponentArgs,
-    component_defaults_for,
-    params_file_keys,
-    parse_component_args,
-)
+from torchspec.errors import OUTAGE_S, AppRefusedError, TorchSpecError, UnreachableError
+from torchspec.runner.components import ComponentArgs, component_help, load_component, parse_component_args
 from torchspec.runner.options import GivenOptions, resolve_run_options
 from torchspec.specs import (
     MISSING,
@@ -226,41 +221,15 @@ class Runner:
         app_name: Optional[str] = None,
     ) -> AppDef:
         """The AppDef a component renders to with these args and the configured defaults
-        (the one named ``app_name`` of a file that holds several)."""
-        from torchspec.components import find_component
-        from torchspec.components.python import is_python_component, materialize
-        from torchspec.loader import load_app
-
-        if is_python_component(component):
-            if params_file or app_name:
-                raise UsageError(f"{component} is a Python component: --params-file and --app are for spec files",
-                                 "give its arguments on the command line (--name value, -- for *args)")
-            return materialize(component, component_args, self._python_defaults(component))
-        path = find_component(component)
-        given = parse_component_args(component_args)
-        defaults = component_defaults_for(component, path, self._config, self._component_defaults)
-        if defaults:
-            taken = set(given) | params_file_keys(params_file)
-            params = {**{k: v for k, v in defaults.items() if k not in taken}, **given}
-        else:
-            params = given
-        return load_app(path, params, params_file, app=app_name)
+        (the one named ``app_name`` of a file that holds several): a spec file, a Python component
+        (``FILE.py:FUNCTION``), an installed package's component, or a built-in, in that order."""
+        return load_component(component, component_args, self._config, self._component_defaults,
+                              params_file=params_file, app_name=app_name)
 
     def component_help(self, component: str) -> Optional[str]:
         """A Python component's own help (its arguments, from its signature and docstring, with the
         configured defaults), as ``torchspec submit FILE.py:FUNCTION --help`` prints it; None for a spec."""
-        from torchspec.components.python import component_help, is_python_component
-
-        return component_help(component, self._python_defaults(component)) if is_python_component(component) \
-            else None
-
-    def _python_defaults(self, component: str) -> Dict[str, str]:
-        """A Python component's argument defaults: the config files' ``[component:NAME]`` sections, then the
-        runner's ``component_defaults`` (which win), each under the name as given."""
-        from torchspec.config import component_defaults
-
-        configured = component_defaults(self._config).get(component, {}) if self._config is not None else {}
-        return {**configured, **self._component_defaults.get(component, {})}
+        return component_help(component, self._config, self._component_defaults)
 
     def run(
         self,

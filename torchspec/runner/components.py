@@ -134,3 +134,78 @@ def params_file_keys(params_file: Optional[str]) -> set[str]:
 
 
 __all__ = ["ComponentArgs", "component_defaults_for", "params_file_keys", "parse_component_args"]
+
+
+def load_component(component: str, component_args: ComponentArgs, config: Optional["Config"],
+                   runner_defaults: Mapping[str, Mapping[str, str]], *, params_file: Optional[str] = None,
+                   app_name: Optional[str] = None) -> Any:
+    """The AppDef of ``component`` (``Runner.load_component``): a Python component or a package's function
+    called with its arguments, else a spec file (a file on disk, a package's, a built-in) rendered."""
+    from torchspec.components import find_component
+    from torchspec.components.python import call_component, is_python_component, materialize
+    from torchspec.loader import load_app
+
+    python = is_python_component(component)
+    package = None if python else package_component(component)
+    if python or (package is not None and package.fn is not None):
+        if params_file or app_name:
+            raise UsageError(f"{component} is a Python component: --params-file and --app are for spec files",
+                             "give its arguments on the command line (--name value, -- for *args)")
+        defaults = python_defaults(component, config, runner_defaults)
+        if package is not None and package.fn is not None:
+            return call_component(component, package.fn, component_args, defaults)
+        return materialize(component, component_args, defaults)
+    path = package.path if package is not None and package.path else find_component(component)
+    given = parse_component_args(component_args)
+    defaults = component_defaults_for(component, path, config, runner_defaults)
+    if defaults:
+        taken = set(given) | params_file_keys(params_file)
+        params = {**{k: v for k, v in defaults.items() if k not in taken}, **given}
+    else:
+        params = given
+    return load_app(path, params, params_file, app=app_name)
+
+
+def component_help(component: str, config: Optional["Config"],
+                   runner_defaults: Mapping[str, Mapping[str, str]]) -> Optional[str]:
+    """A Python component's (or a package function's) own help; None for a spec."""
+    from torchspec.components.python import component_help as python_help
+    from torchspec.components.python import is_python_component
+
+    defaults = python_defaults(component, config, runner_defaults)
+    if is_python_component(component):
+        return python_help(component, defaults)
+    package = package_component(component)
+    if package is not None and package.fn is not None:
+        return python_help(component, defaults, fn=package.fn)
+    return None
+
+
+def package_component(component: str) -> Any:
+    """The installed package's component named ``component`` (a ``PackageComponent``), None where no
+    package offers it or it names a file on disk (a file wins, as for the built-ins).
+
+    Raises:
+        UsageError: a built-in has the same name (or two packages offer it): both are named.
+    """
+    from torchspec.components import list_builtins
+    from torchspec.components.packages import find_package_component
+
+    if os.path.isfile(os.path.expanduser(component)):
+        return None
+    package = find_package_component(component)
+    if package is not None and component in list_builtins():
+        raise UsageError(f"component {component!r} is both a built-in and {package.origin}",
+                         "rename that entry point (built-in names are reserved), or run the built-in's"
+                         f" spec file by its path: {list_builtins()[component][0]}")
+    return package
+
+
+def python_defaults(component: str, config: Optional["Config"],
+                    runner_defaults: Mapping[str, Mapping[str, str]]) -> Dict[str, str]:
+    """A Python component's argument defaults: the config files' ``[component."NAME"]`` tables, then the
+    runner's ``component_defaults`` (which win), each under the name as given."""
+    from torchspec.config import component_defaults
+
+    configured = component_defaults(config).get(component, {}) if config is not None else {}
+    return {**configured, **runner_defaults.get(component, {})}
