@@ -25,6 +25,13 @@ Sections::
     [component."jobs/train.yaml"]        # a spec path, relative to this config file
     lr = 0.1
 
+Where a project has no torchspec config, a TorchX ``.torchxconfig`` in the
+working folder (or the file ``$TORCHXCONFIG`` names) is read instead, with
+the same meaning: ``[cli:run]`` ``scheduler`` (the default scheduler, TorchX
+names mapped: ``local_cwd`` is local, ``local_docker`` docker) and
+``component`` (the component ``submit`` runs when none is named),
+``[SCHEDULER]`` run options, ``[component:NAME]`` argument defaults.
+
 This module knows nothing about schedulers beyond the ``runopts`` they
 declare, so ``torchspec lint`` never imports a backend to read its settings.
 """
@@ -48,6 +55,7 @@ __all__ = [
     "apply_settings",
     "component_defaults",
     "config_key",
+    "default_component",
     "default_scheduler",
     "explain",
     "find_project_config",
@@ -110,7 +118,7 @@ def load_config(start: str | None = None) -> Config:
     layers = []
     if os.path.isfile(user):
         layers.append((user, _read(user)))
-    project = find_project_config(start)
+    project = find_project_config(start) or find_torchx_config(start)
     if project:
         layers.append(project)
     for path, data in layers:
@@ -120,7 +128,58 @@ def load_config(start: str | None = None) -> Config:
     return config
 
 
+#: TorchX's scheduler names, as a ``.torchxconfig`` writes them, and torchspec's.
+TORCHX_SCHEDULERS = {"local_cwd": "local", "local_docker": "docker", "kubernetes": "kubernetes", "slurm": "slurm",
+                     "ray": "ray"}
+
+
+def find_torchx_config(start: str | None = None) -> tuple[str, dict[str, Any]] | None:
+    """TorchX's ``.torchxconfig`` as torchspec settings: the file ``$TORCHXCONFIG`` names, else the one in
+    the working folder (where TorchX looks), None where there is none."""
+    named = os.environ.get("TORCHXCONFIG")
+    path = named or os.path.join(os.path.abspath(start or os.getcwd()), ".torchxconfig")
+    if not os.path.isfile(path):
+        if named:
+            raise UsageError(f"TORCHXCONFIG names {named}, which is not a file", "unset it or point it at the file")
+        return None
+    return path, read_torchx_config(path)
+
+
+def read_torchx_config(path: str) -> dict[str, Any]:
+    """A ``.torchxconfig`` (INI) as the tables of a torchspec config (see the module's docstring)."""
+    import configparser
+
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign] - option names keep their case
+    try:
+        with open(path, encoding="utf-8") as f:
+            parser.read_file(f)
+    except (OSError, configparser.Error) as e:
+        raise UsageError(f"cannot read the TorchX config file {path}: {e}", "fix or remove the file") from None
+    data: dict[str, Any] = {}
+    for section in parser.sections():
+        values = dict(parser[section])
+        if section == "cli:run":
+            cli = data.setdefault("cli", {})
+            if values.get("scheduler"):
+                cli["default_scheduler"] = TORCHX_SCHEDULERS.get(values["scheduler"], values["scheduler"])
+            if values.get("component"):
+                cli["default_component"] = values["component"]
+        elif section.startswith("component:"):
+            data.setdefault("component", {})[section.split(":", 1)[1]] = values
+        elif not section.startswith("cli:"):  # other commands' defaults have no torchspec meaning
+            data.setdefault("scheduler", {})[TORCHX_SCHEDULERS.get(section, section)] = values
+    return data
+
+
 # ---------------------------------------------------------------- what the runner and the CLI ask
+
+
+def default_component(config: Config) -> str | None:
+    """``[cli] default_component``: what ``submit`` and ``dryrun`` run when no component is named
+    (``.torchxconfig``'s ``[cli:run] component``)."""
+    value = config.section("cli").get("default_component")
+    return value if isinstance(value, str) and value else None
 
 
 def default_scheduler(config: Config) -> str | None:

@@ -37,7 +37,7 @@ def submission_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="Where to run (default: the configured default_scheduler, else local).")(f)
     f = app_option(f)
     f = click.argument("component_args", nargs=-1, type=click.UNPROCESSED, metavar="[COMPONENT ARGS]...")(f)
-    f = click.argument("component", metavar="FILE|COMPONENT|FILE.py:FUNCTION")(f)
+    f = click.argument("component", metavar="FILE|COMPONENT|FILE.py:FUNCTION", required=False)(f)
     f = click.pass_context(f)
     return f
 
@@ -94,6 +94,18 @@ def _component_args(ctx: click.Context, component: str, given: tuple[str, ...], 
     return {**parse_component_args(argv), **parse_params(params)} if argv else parse_params(params)
 
 
+def _component(runner: "Runner", component: str | None, given: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """The component to run and its arguments: the one named, else the config's default (``.torchxconfig``'s
+    ``[cli:run] component``), which then takes every word given as its arguments."""
+    if component is not None and not component.startswith("-"):
+        return component, given
+    default = runner.default_component()
+    if default is None:
+        raise click.UsageError("Missing argument 'FILE|COMPONENT|FILE.py:FUNCTION' (and no default component is"
+                               " configured: [cli] default_component, or [cli:run] component in .torchxconfig)")
+    return default, ((component,) if component else ()) + given
+
+
 def _no_misspelt_options(ctx: click.Context, component: str, given: tuple[str, ...]) -> None:
     """An option after a spec component that is none of its params but a near miss of the command's own
     options (``--wiat``) is a typo, not a component argument: say so as click would have."""
@@ -125,7 +137,7 @@ def _prepare(runner: "Runner", scheduler: str | None, cfg_str: str | None) -> tu
 @submission_options
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the app to end; the exit code says how it ended.")
 @click.option("--log", is_flag=True, help="Stream every replica's logs (on stderr) until the app ends; implies --wait.")
-def submit(ctx: click.Context, component: str, component_args: tuple[str, ...], scheduler: str | None,
+def submit(ctx: click.Context, component: str | None, component_args: tuple[str, ...], scheduler: str | None,
            cfg: str | None, params: tuple[str, ...], params_file: str | None, workspace: str | None,
            app_name: str | None, wait_: bool, log: bool) -> int:
     """Submit FILE (a spec) or COMPONENT (a built-in such as utils.echo) and print its app handle.
@@ -145,6 +157,7 @@ def submit(ctx: click.Context, component: str, component_args: tuple[str, ...], 
     pulled...).
     """
     with open_runner() as runner:
+        component, component_args = _component(runner, component, component_args)
         if ctx.meta.get("torchspec.component_help"):
             click.echo(runner.component_help(component) or ctx.get_help())
             return ExitCode.OK
@@ -178,7 +191,7 @@ def submit(ctx: click.Context, component: str, component_args: tuple[str, ...], 
 @submission_options
 @click.option("--reveal-env", is_flag=True,
               help="Print the values env() read as they are (they are hidden by default: they may be secrets).")
-def dryrun(ctx: click.Context, component: str, component_args: tuple[str, ...], scheduler: str | None,
+def dryrun(ctx: click.Context, component: str | None, component_args: tuple[str, ...], scheduler: str | None,
            cfg: str | None, params: tuple[str, ...], params_file: str | None, workspace: str | None,
            app_name: str | None, reveal_env: bool) -> int:
     """Print exactly what `torchspec submit` would send to the scheduler, without sending it.
@@ -199,6 +212,7 @@ def dryrun(ctx: click.Context, component: str, component_args: tuple[str, ...], 
     from torchspec.cli import console
 
     with open_runner() as runner:
+        component, component_args = _component(runner, component, component_args)
         if ctx.meta.get("torchspec.component_help"):
             click.echo(runner.component_help(component) or ctx.get_help())
             return ExitCode.OK

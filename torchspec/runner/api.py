@@ -226,6 +226,13 @@ class Runner:
         return load_component(component, component_args, self._config, self._component_defaults,
                               params_file=params_file, app_name=app_name)
 
+    def default_component(self) -> Optional[str]:
+        """The component the config names for a run that names none (``.torchxconfig``'s ``[cli:run]
+        component``, ``[cli] default_component``); None where it names none."""
+        from torchspec.config import default_component
+
+        return default_component(self._config) if self._config is not None else None
+
     def component_help(self, component: str) -> Optional[str]:
         """A Python component's own help (its arguments, from its signature and docstring, with the
         configured defaults), as ``torchspec submit FILE.py:FUNCTION --help`` prints it; None for a spec."""
