@@ -68,7 +68,8 @@ def test_every_section_keeps_its_meaning(folder: pathlib.Path) -> None:
     assert scheduler_cfg(config, "kubernetes") == {"namespace": "ml", "queue": "team"}
     assert scheduler_cfg(config, "local") == {"prepend_cwd": "true"}
     defaults = component_defaults(config)
-    assert defaults["comp.py:trainer"] == {"msg": "from the config", "replicas": "1"}
+    # a FILE.py key is anchored to the config file's folder, as a spec path is
+    assert defaults[f"{folder / 'comp.py'}:trainer"] == {"msg": "from the config", "replicas": "1"}
     assert defaults["dist.ddp"] == {"j": "2x4"}
     assert ("cli.default_scheduler", "local", str(folder / ".torchxconfig")) in explain(config)
 

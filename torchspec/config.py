@@ -332,7 +332,10 @@ def _anchor_component_paths(data: dict[str, Any], config_path: str) -> dict[str,
     folder = os.path.dirname(os.path.abspath(config_path))
     anchored = {}
     for name, table in components.items():
-        if _is_path(name):
+        python = re.match(r"^(.+\.py):([A-Za-z_]\w*)$", name)  # FILE.py:FUNCTION: its file anchored
+        if python:
+            name = os.path.normpath(os.path.join(folder, os.path.expanduser(python.group(1)))) + ":" + python.group(2)
+        elif _is_path(name):
             name = os.path.normpath(os.path.join(folder, os.path.expanduser(name)))
         anchored[name] = table
     return dict(data, component=anchored)

@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "schema": ("torchspec.cli.schema_cmd", "schema", "Print the AppDef JSON Schema."),
     "diff": ("torchspec.cli.diff_cmd", "diff", "Show what a change to spec files changes in what would run."),
     "apply": ("torchspec.cli.apply_cmd", "apply", "Submit the spec files that do not run yet, each job once."),
+    "convert": ("torchspec.cli.convert_cmd", "convert",
+                "Write the spec a TorchX Python component makes, or the config a .torchxconfig means."),
     "dryrun": ("torchspec.cli.submit_cmd", "dryrun", "Print what submit would send to the scheduler, sending nothing."),
     "submit": ("torchspec.cli.submit_cmd", "submit", "Submit a spec file or built-in component; print its app handle."),
     "run": ("torchspec.cli.submit_cmd", "submit", "Alias of submit."),

@@ -274,23 +274,39 @@ def call_component(name: str, fn: Callable[..., Any], component_args: Any = None
                    defaults: Optional[Mapping[str, str]] = None, path: Optional[str] = None) -> Any:
     """The AppDef the component function ``fn`` (called ``name`` in messages; defined in the file ``path``)
     returns for these arguments, parsed from its signature as TorchX parses them."""
-    from torchspec.specs import AppDef
+    return invoke(name, fn, bind(name, fn, component_args, defaults), path)
 
+
+def bind(name: str, fn: Callable[..., Any], component_args: Any = None,
+         defaults: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """Each parameter's value (``*args``: a list) as the component's command line gives it."""
     parsed = component_parser(name, fn, defaults).parse_args(as_argv(component_args))
-    positional: List[Any] = []
-    keyword: Dict[str, Any] = {}
-    rest: List[Any] = []
+    values: Dict[str, Any] = {}
     for p in _parameters(name, fn):
         try:
             value = decode(getattr(parsed, p.name), p.annotation)
         except ValueError as e:
             raise UsageError(f"component {name}: --{p.name}: {e}", f"`torchspec submit {name} --help`") from None
         if p.kind == inspect.Parameter.VAR_POSITIONAL:
-            rest = value[1:] if value and value[0] == "--" else value
+            value = value[1:] if value and value[0] == "--" else value
+        values[p.name] = value
+    return values
+
+
+def invoke(name: str, fn: Callable[..., Any], values: Mapping[str, Any], path: Optional[str] = None) -> Any:
+    """The AppDef ``fn`` returns for these parameter values (as :func:`bind` gives them)."""
+    from torchspec.specs import AppDef
+
+    positional: List[Any] = []
+    keyword: Dict[str, Any] = {}
+    rest: List[Any] = []
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind == inspect.Parameter.VAR_POSITIONAL:
+            rest = list(values.get(p.name) or [])
         elif p.kind == inspect.Parameter.KEYWORD_ONLY:
-            keyword[p.name] = value
-        else:
-            positional.append(value)
+            keyword[p.name] = values[p.name]
+        elif p.kind != inspect.Parameter.VAR_KEYWORD:
+            positional.append(values[p.name])
     try:
         app = fn(*positional, *rest, **keyword)
     except Exception as e:  # noqa: BLE001 - the user's code
@@ -336,6 +352,6 @@ def _convert(obj: Any) -> Any:
     return obj
 
 
-__all__: Sequence[str] = ["ComponentError", "as_argv", "call_component", "component_help", "component_parser", "decode",
+__all__: Sequence[str] = ["ComponentError", "as_argv", "bind", "call_component", "component_help", "invoke", "component_parser", "decode",
                           "from_torchx", "is_python_component", "load_function", "materialize",
                           "parse_docstring", "refuse_python"]

@@ -205,7 +205,19 @@ def python_defaults(component: str, config: Optional["Config"],
                     runner_defaults: Mapping[str, Mapping[str, str]]) -> Dict[str, str]:
     """A Python component's argument defaults: the config files' ``[component."NAME"]`` tables, then the
     runner's ``component_defaults`` (which win), each under the name as given."""
+    from torchspec.components import PYTHON_COMPONENT
     from torchspec.config import component_defaults
 
-    configured = component_defaults(config).get(component, {}) if config is not None else {}
-    return {**configured, **runner_defaults.get(component, {})}
+    def same(key: str) -> bool:  # a config's FILE.py keys are absolute (anchored to the config file)
+        if key == component:
+            return True
+        ours, theirs = PYTHON_COMPONENT.match(component), PYTHON_COMPONENT.match(key)
+        return bool(ours and theirs and ours.group("function") == theirs.group("function")
+                    and os.path.realpath(os.path.expanduser(ours.group("path")))
+                    == os.path.realpath(os.path.expanduser(theirs.group("path"))))
+
+    out: Dict[str, str] = {}
+    for key, values in (component_defaults(config) if config is not None else {}).items():
+        if same(key):
+            out.update(values)
+    return {**out, **runner_defaults.get(component, {})}

@@ -1,0 +1,134 @@
+"""``torchspec convert``: TorchX components become specs that render to the same AppDef, with params; a
+``.torchxconfig`` becomes the ``.torchspec.toml`` of the same meaning."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+from typing import List
+
+import pytest
+
+from torchspec.components.convert import convert_component, convert_torchx_config
+from torchspec.components.python import materialize
+from torchspec.config import component_defaults, default_component, default_scheduler, load_config, \
+    scheduler_cfg
+from torchspec.loader import load_app, load_text
+from torchspec.specs.convert import dump_app
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "torchx" / "components.py"
+
+
+def params_of(text: str) -> List[str]:
+    import yaml
+
+    return list((yaml.safe_load(text).get("params") or {}))
+
+
+@pytest.mark.parametrize("function, argv, params", [
+    ("echo", [], ["image", "msg", "num_replicas"]),
+    ("echo", ["--msg", "{{ not a template }} {% neither %}", "--num_replicas", "3"], ["image", "msg", "num_replicas"]),
+    ("trainer", ["--script", "train.py", "--nnodes", "2", "--amp", "True", "--env", "A=1,B=2", "--tags", "x,y",
+                 "--", "--epochs", "3"],
+     ["image", "lr", "max_retries", "nnodes", "nproc_per_node", "rdzv_port", "script"]),
+    ("ps", ["--workers", "3"], ["image", "servers", "workers"]),
+])
+def test_each_example_converts_to_a_spec_that_renders_the_same(function: str, argv: List[str], params: List[str],
+                                                               tmp_path: pathlib.Path) -> None:
+    ref = f"{EXAMPLES}:{function}"
+    expected = dump_app(materialize(ref, argv))
+    text = convert_component(ref, argv)
+    assert params_of(text) == params
+    path = tmp_path / "converted.yaml"
+    path.write_text(text)
+    assert dump_app(load_app(str(path))) == expected
+    loaded = load_text(text, "converted.yaml")
+    assert loaded.ok and not [d for d in loaded.all_diagnostics()], [str(d) for d in loaded.all_diagnostics()]
+
+
+def test_the_params_are_reusable(tmp_path: pathlib.Path) -> None:
+    """The converted spec with other param values renders what the function returns for those values."""
+    ref = f"{EXAMPLES}:trainer"
+    path = tmp_path / "trainer.yaml"
+    path.write_text(convert_component(ref, ["--script", "train.py"]))
+    app = load_app(str(path), {"nnodes": "4", "lr": "0.5", "script": "other.py", "rdzv_port": "1234"})
+    assert dump_app(app) == dump_app(materialize(ref, ["--script", "other.py", "--nnodes", "4", "--lr", "0.5",
+                                                       "--rdzv_port", "1234"]))
+
+
+def test_a_value_the_function_computes_with_stays_a_plain_value(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "comp.py").write_text(textwrap.dedent('''\
+        import torchspec.specs as specs
+
+        def double(n: int = 2, name: str = "d") -> specs.AppDef:
+            return specs.AppDef(name, [specs.Role("r", image=".", entrypoint="echo", args=[str(n * 2)],
+                                                  num_replicas=n * 2)])
+        '''))
+    ref = f"{tmp_path / 'comp.py'}:double"
+    text = convert_component(ref, [])
+    assert params_of(text) == ["name"]  # n only shows doubled: it stays a plain value
+    assert "num_replicas: 4" in text and "- '4'" in text
+    assert dump_app(load_text(text, "x.yaml").documents[0].app) == dump_app(materialize(ref, []))
+
+
+def test_a_torchxconfig_converts_to_the_same_settings(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("TORCHXCONFIG", raising=False)
+    source = tmp_path / "tx"
+    source.mkdir()
+    (source / ".torchxconfig").write_text((ROOT / "examples" / "torchx" / ".torchxconfig").read_text())
+    before = load_config(str(source))
+    target = tmp_path / "ts"
+    target.mkdir()
+    (target / ".torchspec.toml").write_text(convert_torchx_config(str(source / ".torchxconfig")))
+    after = load_config(str(target))
+    assert after.files == [str(target / ".torchspec.toml")]
+    assert default_scheduler(after) == default_scheduler(before) == "local"
+    assert default_component(after) == default_component(before)
+    assert scheduler_cfg(after, "kubernetes") == scheduler_cfg(before, "kubernetes") == {"namespace": "default"}
+    def relative(defaults: dict, folder: pathlib.Path) -> dict:  # keys are anchored to each config's folder
+        return {os.path.relpath(k, folder): v for k, v in defaults.items()}
+
+    assert relative(component_defaults(after), target) == relative(component_defaults(before), source)
+    assert "examples/torchx/components.py:echo" in relative(component_defaults(after), target)
+
+
+def test_the_cli_writes_the_file_and_never_over_one(tmp_path: pathlib.Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = tmp_path / "echo.yaml"
+
+    def convert(*argv: str) -> "subprocess.CompletedProcess[str]":
+        return subprocess.run([sys.executable, "-m", "torchspec", "convert", *argv], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=120)
+
+    done = convert(f"{EXAMPLES}:echo", "--msg", "hi", "-o", str(out))
+    assert done.returncode == 0 and out.is_file(), done.stderr
+    written = out.read_text()
+    again = convert(f"{EXAMPLES}:echo", "--msg", "other", "-o", str(out))
+    assert again.returncode == 2 and "nothing was written" in again.stderr and out.read_text() == written
+    assert convert(f"{EXAMPLES}:echo", "--msg", "other", "-o", str(out), "--force").returncode == 0
+    assert "default: other" in out.read_text()
+    lint = subprocess.run([sys.executable, "-m", "torchspec", "lint", str(out)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    missing = convert(f"{EXAMPLES}:ech")
+    assert missing.returncode == 2 and "did you mean 'echo'" in missing.stderr
+
+
+def test_a_function_that_refuses_the_markers_gives_a_spec_without_params(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "comp.py").write_text(textwrap.dedent('''\
+        import torchspec.specs as specs
+
+        def picky(name: str = "d") -> specs.AppDef:
+            if len(name) > 5:
+                raise ValueError("name too long")
+            return specs.AppDef(name, [specs.Role("r", image=".", entrypoint="echo", args=[name])])
+        '''))
+    ref = f"{tmp_path / 'comp.py'}:picky"
+    text = convert_component(ref, [])
+    assert params_of(text) == []
+    assert dump_app(load_text(text, "x.yaml").documents[0].app) == dump_app(materialize(ref, []))
