@@ -307,3 +307,18 @@ def test_the_readme_example_runs_as_written(tmp_path: pathlib.Path) -> None:
                 assert "echo hi --extra a b" in done.stdout and "A=1" in done.stdout, done.stdout
             else:
                 assert "how many replicas to run" in done.stdout
+
+
+def test_lint_lints_a_python_component_only_when_allowed(comp: pathlib.Path) -> None:
+    """--allow-python-components (or [lint] allow_python_components) lints the spec `convert` makes of it:
+    its code runs then, and -p values are its arguments."""
+    marker = comp.parent / "imported"
+    env = {"TORCHSPEC_TEST_MARKER": str(marker)}
+    done = cli("lint", "--allow-python-components", "-p", "msg=hi", "comp.py:trainer", cwd=comp.parent, env=env)
+    assert done.returncode == 0 and "passed" in done.stdout, (done.stdout, done.stderr)
+    assert marker.exists()
+    (comp.parent / "empty.py").write_text("import torchspec.specs as specs\n\n\n"
+                                          "def nothing() -> specs.AppDef:\n    return specs.AppDef('x', [])\n")
+    (comp.parent / ".torchspec.toml").write_text("[lint]\nallow_python_components = true\n")
+    bad = cli("lint", "empty.py:nothing", cwd=comp.parent)
+    assert bad.returncode == 1 and "empty.py:nothing" in bad.stdout, (bad.stdout, bad.stderr)

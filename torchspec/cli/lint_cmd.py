@@ -40,13 +40,17 @@ FORMATS = ["text", "json", "github", "sarif"]
 @click.option("--crd", "crd_paths", multiple=True, type=click.Path(exists=True, dir_okay=False), metavar="PATH",
               help="With --scheduler kubernetes: a CustomResourceDefinition file (repeatable) to validate custom "
                    "objects against, instead of the JobSet and Volcano Job CRDs that ship with torchspec.")
+@click.option("--allow-python-components", "allow_python", is_flag=True, default=None,
+              help="Also lint FILE.py:FUNCTION components, by running them (their code runs: only for code you"
+                   " trust, never a pull request's); -p values are their arguments. Config: [lint]"
+                   " allow_python_components.")
 @param_options
 def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
          exclude: tuple[str, ...], strict: bool | None, max_file_size: int | None, jobs: int | None,
          explain: str | None,
          color: bool | None, only_specs: bool, show_env: bool, scheduler: str | None, cfg: str | None,
          k8s_versions: tuple[str, ...], crd_paths: tuple[str, ...], params: tuple[str, ...],
-         params_file: str | None, template_paths: tuple[str, ...]) -> int:
+         params_file: str | None, template_paths: tuple[str, ...], allow_python: bool | None) -> int:
     """Lint spec files and folders (default: the current folder).
 
     Folders are searched for *.yaml, *.yml, *.toml and *.json files that look
@@ -61,4 +65,5 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
     6 (-c server_dry_run=True) the cluster cannot be reached.
     """
     return run_lint(paths, fmt, output, select, ignore, exclude, strict, max_file_size, explain, color, only_specs,
-                    show_env, scheduler, cfg, k8s_versions, crd_paths, params, params_file, template_paths, jobs)
+                    show_env, scheduler, cfg, k8s_versions, crd_paths, params, params_file, template_paths, jobs,
+                    allow_python)

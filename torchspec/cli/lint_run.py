@@ -19,7 +19,8 @@ def run_lint(paths: tuple[str, ...], fmt: str = "text", output: str | None = Non
              only_specs: bool = False, show_env: bool = False, scheduler: str | None = None,
              cfg: str | None = None, k8s_versions: tuple[str, ...] = (), crd_paths: tuple[str, ...] = (),
              params: tuple[str, ...] = (), params_file: str | None = None,
-             template_paths: tuple[str, ...] = (), jobs: int | None = None) -> int:
+             template_paths: tuple[str, ...] = (), jobs: int | None = None,
+             allow_python: bool | None = None) -> int:
     """Lint ``paths`` (default: the current folder) and print the report; the exit code."""
     from torchspec.config import load_config
     from torchspec.lint import LintOptions, lint_paths
@@ -46,6 +47,8 @@ def run_lint(paths: tuple[str, ...], fmt: str = "text", output: str | None = Non
         k8s_versions=tuple(k8s_versions),
         crd_paths=tuple(crd_paths),
         config=full_config if scheduler else None,
+        allow_python_components=bool(allow_python if allow_python is not None
+                                     else config.get("allow_python_components", False)),
     )
     if jobs is None and config.get("jobs") is not None:
         jobs = config["jobs"]

@@ -97,6 +97,9 @@ class LintOptions:
     overlays: Mapping[str, str] = field(default_factory=dict)
     #: processes that load files at once in :func:`lint_paths`; 0: one per CPU (see :func:`jobs_for`)
     jobs: int = 0
+    #: lint ``FILE.py:FUNCTION`` components too, by running them (``--allow-python-components``): the spec
+    #: ``torchspec convert`` makes of each, called with ``params`` as its arguments, is what gets linted
+    allow_python_components: bool = False
 
 
 def check_codes(entries: Iterable[str]) -> list[str]:
@@ -164,7 +167,7 @@ def discover(paths: Iterable[str], exclude: Iterable[str] = (),
         else:
             from torchspec.components import refuse_python
 
-            refuse_python(path, "lint")
+            refuse_python(path, "lint (without --allow-python-components)")
             raise UsageError(f"no such file or folder: {path}")
 
 
@@ -187,9 +190,16 @@ PARALLEL_FROM = 64
 
 
 def lint_paths(paths: Iterable[str], options: LintOptions | None = None) -> LintResult:
+    from torchspec.components import is_python_component
+
     run = _Run(options or LintOptions())
+    paths = list(paths)
+    python = [p for p in paths if run.options.allow_python_components and is_python_component(p)]
     found = [(path, named and not run.options.only_specs)
-             for path, named in discover(paths, run.options.exclude, run.result.notes)]
+             for path, named in discover([p for p in paths if p not in python], run.options.exclude,
+                                         run.result.notes)]
+    for ref in python:
+        run.add(_python_component(ref, run.options, run.load_options))
     jobs = 1 if run.checks else jobs_for(run.options.jobs, len(found))
     if jobs > 1:
         for outcome in _lint_in_processes(found, run.load_options, jobs):
@@ -316,6 +326,18 @@ class _Run:
         self.result.diagnostics.extend(d for found in self.per_file for d in found
                                        if is_selected(d.code, self.select, self.ignore))
         return self.result
+
+
+def _python_component(ref: str, options: LintOptions, load_options: LoadOptions) -> LoadedFile:
+    """A Python component linted as the spec ``torchspec convert`` makes of it (its code runs: only with
+    ``allow_python_components``), its ``-p`` values as its arguments."""
+    import dataclasses
+
+    from torchspec.components.convert import convert_component
+
+    argv = [arg for name, value in options.params.items() for arg in (f"--{name}", value)]
+    text = convert_component(ref, argv)
+    return load_text(text, ref, "yaml", dataclasses.replace(load_options, params={}))
 
 
 def lint_file(path: str, named: bool, options: LoadOptions) -> LoadedFile | None:
