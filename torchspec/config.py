@@ -44,6 +44,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from torchspec.components import PYTHON_COMPONENT
 from torchspec.errors import UsageError
 
 if TYPE_CHECKING:
@@ -332,9 +333,10 @@ def _anchor_component_paths(data: dict[str, Any], config_path: str) -> dict[str,
     folder = os.path.dirname(os.path.abspath(config_path))
     anchored = {}
     for name, table in components.items():
-        python = re.match(r"^(.+\.py):([A-Za-z_]\w*)$", name)  # FILE.py:FUNCTION: its file anchored
+        python = PYTHON_COMPONENT.match(name)  # FILE.py:FUNCTION: its file anchored
         if python:
-            name = os.path.normpath(os.path.join(folder, os.path.expanduser(python.group(1)))) + ":" + python.group(2)
+            name = (os.path.normpath(os.path.join(folder, os.path.expanduser(python.group("path"))))
+                    + ":" + python.group("function"))
         elif _is_path(name):
             name = os.path.normpath(os.path.join(folder, os.path.expanduser(name)))
         anchored[name] = table

@@ -158,6 +158,16 @@ class NotFoundError(UsageError, ValueError):
     """
 
 
+class ComponentError(TorchSpecError):
+    """A Python component's own code failed: its file does not import, its signature is not a component's, it
+    raised, or it returned something other than an AppDef (the CLI exits 1, as for a spec error)."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
 class BackendError(TorchSpecError):
     """A scheduler's backend could not be reached or refused a request (no Docker engine, image missing).
 

@@ -132,3 +132,30 @@ def test_a_function_that_refuses_the_markers_gives_a_spec_without_params(tmp_pat
     text = convert_component(ref, [])
     assert params_of(text) == []
     assert dump_app(load_text(text, "x.yaml").documents[0].app) == dump_app(materialize(ref, []))
+
+
+def test_the_readmes_convert_commands_run_as_written(tmp_path: pathlib.Path) -> None:
+    """The README's `torchspec convert` block, from the repository root with each -o into a folder of the
+    test's own: the spec it writes is submitted as the README says (here a dry run), with -p nnodes=4."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("**From a component to a spec: `torchspec convert`.**", 1)[1]
+    lines = block.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    written = {}
+    outputs = []
+    for line in lines:
+        argv = line.split("#", 1)[0].split()
+        if "-o" in argv:
+            name = argv[argv.index("-o") + 1]
+            argv[argv.index("-o") + 1] = written[name] = str(tmp_path / name)
+        if argv[:2] == ["torchspec", "submit"]:  # dry run it: torchrun is not here
+            argv[1] = "dryrun"
+            argv[2:2] = ["-s", "local"]
+            argv = [written.get(a, a) for a in argv]
+        cwd = ROOT / "examples" / "torchx" if ".torchxconfig" in argv else ROOT
+        done = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, env=env, cwd=cwd,
+                              timeout=120)
+        assert done.returncode == 0, (line, done.stderr)
+        outputs.append(done.stdout)
+    assert "--nnodes=4" in outputs[1] and "replica(s)" in outputs[1], outputs[1]
+    assert "default_scheduler" in pathlib.Path(written[".torchspec.toml"]).read_text()

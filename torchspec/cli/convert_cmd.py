@@ -36,8 +36,7 @@ def convert(ctx: click.Context, source: str, component_args: tuple[str, ...], ou
     from torchspec.components.convert import convert_component, convert_torchx_config
     from torchspec.components.python import component_help
 
-    tail = ctx.meta.get("torchspec.tail")
-    argv = list(component_args) + (["--", *tail] if tail is not None else [])
+    argv = ComponentCommand.component_argv(ctx, component_args)
     if is_python_component(source):
         if ctx.meta.get("torchspec.component_help"):
             click.echo(component_help(source))

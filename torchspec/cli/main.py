@@ -110,7 +110,7 @@ def _handle(e: BaseException) -> int:
     import click
 
     from torchspec.cli import console
-    from torchspec.errors import AppRefusedError, BackendError, SpecError, UsageError
+    from torchspec.errors import AppRefusedError, BackendError, ComponentError, SpecError, UsageError
     from torchspec.exit_codes import ExitCode
 
     if isinstance(e, click.exceptions.Exit):
@@ -132,8 +132,6 @@ def _handle(e: BaseException) -> int:
     if isinstance(e, SpecError):
         console.diagnostics(e.diagnostics)
         return ExitCode.SPEC_ERROR
-    from torchspec.components.python import ComponentError
-
     if isinstance(e, ComponentError):  # a Python component's own code failed
         if os.environ.get("TORCHSPEC_DEBUG"):
             raise e

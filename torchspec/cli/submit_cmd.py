@@ -79,6 +79,12 @@ class ComponentCommand(click.Command):
             i += 1
         return None
 
+    @staticmethod
+    def component_argv(ctx: click.Context, given: tuple[str, ...]) -> list[str]:
+        """The words after COMPONENT as the component gets them: ``--`` and what followed it put back."""
+        tail = ctx.meta.get("torchspec.tail")
+        return list(given) + (["--", *tail] if tail is not None else [])
+
 
 def _component_args(ctx: click.Context, component: str, given: tuple[str, ...], params: tuple[str, ...]) -> Any:
     """What the component gets: for a Python component its command line (``-p name=value`` as ``--name
@@ -86,8 +92,7 @@ def _component_args(ctx: click.Context, component: str, given: tuple[str, ...], 
     from torchspec.components import is_python_component
     from torchspec.runner.components import parse_component_args
 
-    tail = ctx.meta.get("torchspec.tail")
-    argv = list(given) + (["--", *tail] if tail is not None else [])
+    argv = ComponentCommand.component_argv(ctx, given)
     if is_python_component(component):
         return [arg for name, value in parse_params(params).items() for arg in (f"--{name}", value)] + argv
     _no_misspelt_options(ctx, component, given)
@@ -109,6 +114,8 @@ def _component(runner: "Runner", component: str | None, given: tuple[str, ...]) 
 def _no_misspelt_options(ctx: click.Context, component: str, given: tuple[str, ...]) -> None:
     """An option after a spec component that is none of its params but a near miss of the command's own
     options (``--wiat``) is a typo, not a component argument: say so as click would have."""
+    if not any(arg.startswith("--") for arg in given):
+        return  # nothing to check: no need to read the spec for its params
     from torchspec.components import ComponentNotFoundError, find_component
     from torchspec.errors import did_you_mean
     from torchspec.loader import declared_params

@@ -20,8 +20,8 @@ import json
 import re
 from typing import Any, Callable, Dict, List, Mapping, Tuple
 
-from torchspec.components.python import _parameters, _unwrap_optional, bind, invoke, load_function, \
-    parse_docstring
+from torchspec.components.python import bind, invoke, load_function, parameters, parse_docstring, \
+    unwrap_optional
 
 #: The Jinja markers a literal string must not carry into a spec (they would be rendered).
 _JINJA = re.compile(r"\{\{|\{%|\{#")
@@ -36,7 +36,7 @@ def convert_component(ref: str, component_args: Any = None) -> str:
     values = bind(ref, fn, component_args)
     data = dump_app(invoke(ref, fn, values))
     templated, used = _templated(ref, fn, values, data)
-    params = _params(fn, values, used)
+    params = _params(ref, fn, values, used)
     text = _yaml(ref, component_args, templated, params)
     if params and not _renders_the_same(text, data):
         params, text = {}, _yaml(ref, component_args, _escaped(data), {})
@@ -59,8 +59,8 @@ def _escaped(data: Any) -> Any:
 def _markers(ref: str, fn: Callable[..., Any], values: Mapping[str, Any]) -> Dict[str, Tuple[Any, str]]:
     """A marker value for each parameter that may show as itself: ``name -> (marker, its text)``."""
     out: Dict[str, Tuple[Any, str]] = {}
-    for i, p in enumerate(_parameters(ref, fn)):
-        kind = _unwrap_optional(p.annotation)
+    for i, p in enumerate(parameters(ref, fn)):
+        kind = unwrap_optional(p.annotation)
         if p.kind == inspect.Parameter.VAR_POSITIONAL or kind not in _TYPES or values.get(p.name) is None:
             continue
         marker: Any = {str: f"torchspec-param-{i}-{p.name}", int: 7_340_033 + 1_009 * i,
@@ -115,16 +115,10 @@ def _templated(ref: str, fn: Callable[..., Any], values: Mapping[str, Any], data
     return walk(data, probe), sorted(set(used))
 
 
-def _params(fn: Callable[..., Any], values: Mapping[str, Any], used: List[str]) -> Dict[str, Any]:
+def _params(ref: str, fn: Callable[..., Any], values: Mapping[str, Any], used: List[str]) -> Dict[str, Any]:
     """The ``params:`` entries of the names ``used``: type, the value converted with as default, help."""
     _, helps = parse_docstring(fn)
-    hints = {p.name: _unwrap_optional(p.annotation) for p in inspect.signature(fn).parameters.values()}
-    try:
-        import typing
-
-        hints.update({k: _unwrap_optional(v) for k, v in typing.get_type_hints(fn).items()})
-    except Exception:  # noqa: BLE001 - already checked by _parameters
-        pass
+    hints = {p.name: unwrap_optional(p.annotation) for p in parameters(ref, fn)}
     out: Dict[str, Any] = {}
     for name in used:
         entry: Dict[str, Any] = {"type": _TYPES[hints[name]], "default": values[name]}

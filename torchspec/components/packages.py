@@ -22,9 +22,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional
 
-from torchspec.components.python import ComponentError
 from torchspec.entry_points import EntryPoint, entry_points
-from torchspec.errors import UsageError
+from torchspec.errors import ComponentError, UsageError
 
 GROUP = "torchspec.components"
 _SPEC_SUFFIXES = (".yaml", ".yml", ".toml", ".json")

@@ -33,19 +33,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from torchspec.components import PYTHON_COMPONENT as _REF
 from torchspec.components import is_python_component, refuse_python  # noqa: F401 - part of this API
-from torchspec.errors import TorchSpecError, UsageError, did_you_mean
+from torchspec.errors import ComponentError, UsageError, did_you_mean
 
 _PRIMITIVES = (int, str, float)
-
-
-class ComponentError(TorchSpecError):
-    """A Python component's code failed: its file does not import, its signature is not a component's, it
-    raised, or it returned something other than an AppDef (the CLI exits 1, as for a spec error)."""
-
-    def __init__(self, message: str, hint: Optional[str] = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
 
 
 def load_function(ref: str) -> Callable[..., Any]:
@@ -120,7 +110,7 @@ def parse_docstring(fn: Callable[..., Any]) -> Tuple[str, Dict[str, str]]:
     return " ".join(" ".join(description).split()), helps
 
 
-def _unwrap_optional(annotation: Any) -> Any:
+def unwrap_optional(annotation: Any) -> Any:
     """``Optional[X]`` -> ``X``; anything else as it is."""
     args = typing.get_args(annotation)
     if typing.get_origin(annotation) is typing.Union and len(args) == 2 and type(None) in args:
@@ -129,18 +119,18 @@ def _unwrap_optional(annotation: Any) -> Any:
 
 
 def _supported(annotation: Any) -> bool:
-    annotation = _unwrap_optional(annotation)
+    annotation = unwrap_optional(annotation)
     if annotation in (*_PRIMITIVES, bool):
         return True
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is list:
-        return len(args) == 1 and _unwrap_optional(args[0]) in (*_PRIMITIVES, bool)
+        return len(args) == 1 and unwrap_optional(args[0]) in (*_PRIMITIVES, bool)
     if origin is dict:
-        return len(args) == 2 and all(_unwrap_optional(a) in (*_PRIMITIVES, bool) for a in args)
+        return len(args) == 2 and all(unwrap_optional(a) in (*_PRIMITIVES, bool) for a in args)
     return False
 
 
-def _parameters(ref: str, fn: Callable[..., Any]) -> List[inspect.Parameter]:
+def parameters(ref: str, fn: Callable[..., Any]) -> List[inspect.Parameter]:
     """The function's parameters with their annotations resolved, each checked as TorchX's component
     linter checks it."""
     try:
@@ -180,8 +170,8 @@ def component_parser(ref: str, fn: Callable[..., Any], defaults: Optional[Mappin
     description, helps = parse_docstring(fn)
     parser = _Parser(prog=f"torchspec submit {ref}", description=description or None, add_help=False,
                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    for p in _parameters(ref, fn):
-        base = _unwrap_optional(p.annotation)
+    for p in parameters(ref, fn):
+        base = unwrap_optional(p.annotation)
         options: Dict[str, Any] = {"help": helps.get(p.name, " "), "type": base if base in _PRIMITIVES else str}
         if p.default is not inspect.Parameter.empty:
             options["default"] = str(p.default) if isinstance(p.default, bool) else p.default
@@ -207,7 +197,7 @@ def component_help(ref: str, defaults: Optional[Mapping[str, str]] = None,
 def decode(value: Any, annotation: Any) -> Any:
     """A parsed argument as the parameter's type: TorchX's rules (bool: ``True`` case-insensitively; lists
     and maps from their text; primitives as argparse converted them)."""
-    annotation = _unwrap_optional(annotation)
+    annotation = unwrap_optional(annotation)
     if value is None:
         return None
     if annotation is bool:
@@ -282,7 +272,7 @@ def bind(name: str, fn: Callable[..., Any], component_args: Any = None,
     """Each parameter's value (``*args``: a list) as the component's command line gives it."""
     parsed = component_parser(name, fn, defaults).parse_args(as_argv(component_args))
     values: Dict[str, Any] = {}
-    for p in _parameters(name, fn):
+    for p in parameters(name, fn):
         try:
             value = decode(getattr(parsed, p.name), p.annotation)
         except ValueError as e:
@@ -352,6 +342,6 @@ def _convert(obj: Any) -> Any:
     return obj
 
 
-__all__: Sequence[str] = ["ComponentError", "as_argv", "bind", "call_component", "component_help", "invoke", "component_parser", "decode",
-                          "from_torchx", "is_python_component", "load_function", "materialize",
-                          "parse_docstring", "refuse_python"]
+__all__: Sequence[str] = ["ComponentError", "as_argv", "bind", "call_component", "component_help", "component_parser",
+                          "decode", "from_torchx", "invoke", "is_python_component", "load_function", "materialize",
+                          "parameters", "parse_docstring", "refuse_python", "unwrap_optional"]

@@ -141,8 +141,7 @@ def load_component(component: str, component_args: ComponentArgs, config: Option
                    app_name: Optional[str] = None) -> Any:
     """The AppDef of ``component`` (``Runner.load_component``): a Python component or a package's function
     called with its arguments, else a spec file (a file on disk, a package's, a built-in) rendered."""
-    from torchspec.components import find_component
-    from torchspec.components.python import call_component, is_python_component, materialize
+    from torchspec.components import find_component, is_python_component
     from torchspec.loader import load_app
 
     python = is_python_component(component)
@@ -151,6 +150,8 @@ def load_component(component: str, component_args: ComponentArgs, config: Option
         if params_file or app_name:
             raise UsageError(f"{component} is a Python component: --params-file and --app are for spec files",
                              "give its arguments on the command line (--name value, -- for *args)")
+        from torchspec.components.python import call_component, materialize  # argparse, inspect: only here
+
         defaults = python_defaults(component, config, runner_defaults)
         if package is not None and package.fn is not None:
             return call_component(component, package.fn, component_args, defaults)
@@ -188,11 +189,11 @@ def package_component(component: str) -> Any:
     Raises:
         UsageError: a built-in has the same name (or two packages offer it): both are named.
     """
+    if os.path.isfile(os.path.expanduser(component)):
+        return None
     from torchspec.components import list_builtins
     from torchspec.components.packages import find_package_component
 
-    if os.path.isfile(os.path.expanduser(component)):
-        return None
     package = find_package_component(component)
     if package is not None and component in list_builtins():
         raise UsageError(f"component {component!r} is both a built-in and {package.origin}",
