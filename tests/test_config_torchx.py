@@ -65,13 +65,45 @@ def test_every_section_keeps_its_meaning(folder: pathlib.Path) -> None:
     assert config.files == [str(folder / ".torchxconfig")]
     assert default_scheduler(config) == "local"  # local_cwd
     assert default_component(config) == "comp.py:trainer"
-    assert scheduler_cfg(config, "kubernetes") == {"namespace": "ml", "queue": "team"}
-    assert scheduler_cfg(config, "local") == {"prepend_cwd": "true"}
+    # TorchX's kubernetes scheduler makes Volcano jobs; local_cwd runs in the working folder
+    assert scheduler_cfg(config, "kubernetes") == {"namespace": "ml", "queue": "team", "flavor": "volcano"}
+    assert scheduler_cfg(config, "local") == {"prepend_cwd": "true", "use_cwd": "true"}
     defaults = component_defaults(config)
     # a FILE.py key is anchored to the config file's folder, as a spec path is
     assert defaults[f"{folder / 'comp.py'}:trainer"] == {"msg": "from the config", "replicas": "1"}
     assert defaults["dist.ddp"] == {"j": "2x4"}
     assert ("cli.default_scheduler", "local", str(folder / ".torchxconfig")) in explain(config)
+
+
+def test_torchx_option_names_become_ours(folder: pathlib.Path) -> None:
+    """Options TorchX spells otherwise are renamed, typed by our runopts; what the file says beats what a
+    TorchX scheduler name implies; an option with no counterpart is dropped with a warning naming it."""
+    from torchspec.schedulers.local import create_scheduler
+
+    (folder / ".torchxconfig").write_text(textwrap.dedent("""\
+        [local_cwd]
+        log_dir = /tmp/tx-logs
+        use_cwd = false
+
+        [slurm]
+        mail-user = a@b.c
+        mail-type = END
+        job_dir = /shared/jobs
+
+        [kubernetes]
+        flavor = jobset
+
+        [ray]
+        cluster_name = nope
+        """))
+    config = load_config()
+    assert scheduler_cfg(config, "local", create_scheduler("t").run_opts()) == {"state_dir": "/tmp/tx-logs",
+                                                                               "use_cwd": False}
+    assert scheduler_cfg(config, "slurm") == {"mail_user": "a@b.c", "mail_type": "END", "log_dir": "/shared/jobs"}
+    assert scheduler_cfg(config, "kubernetes") == {"flavor": "jobset"}
+    done = subprocess.run([sys.executable, "-m", "torchspec", "dryrun", "-s", "ray", "utils.echo"], cwd=folder,
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert done.returncode == 0 and "cluster_name" in done.stderr, done.stderr
 
 
 def test_a_torchspec_config_wins_over_it(folder: pathlib.Path) -> None:

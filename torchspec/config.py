@@ -11,8 +11,11 @@ Sections::
 
     default_scheduler = "local"          # or under [cli]
 
-    [lint]                               # select, ignore, exclude, strict, template_paths, max_file_size, jobs
+    [lint]                               # select, ignore, exclude, strict, template_paths, max_file_size, jobs,
+                                         # allow_python_components
     ignore = ["TS305"]
+
+    [diff]                               # allow_python_components
 
     [apply]                              # lock ("file" or "kubernetes"), lock_timeout, lock_duration
     lock = "kubernetes"
@@ -42,7 +45,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from torchspec.components import PYTHON_COMPONENT
 from torchspec.errors import UsageError
@@ -119,12 +122,16 @@ def load_config(start: str | None = None) -> Config:
     layers = []
     if os.path.isfile(user):
         layers.append((user, _read(user)))
-    project = find_project_config(start) or find_torchx_config(start)
-    if project:
-        layers.append(project)
+    project = find_project_config(start)
+    torchx = None if project else find_torchx_config(start)
+    if project or torchx:
+        layers.append(project or torchx)
     for path, data in layers:
         config.files.append(path)
-        data = _anchor_template_paths(_anchor_component_paths(data, path), path, confined=path != user)
+        # TorchX names a component as it was typed, relative to the working folder (even when $TORCHXCONFIG
+        # names a file elsewhere); ours are relative to the file that holds them
+        base = os.path.abspath(start or os.getcwd()) if torchx and path == torchx[0] else os.path.dirname(path)
+        data = _anchor_template_paths(_anchor_component_paths(data, base), path, confined=path != user)
         _merge(config, config.data, data, (), path)
     return config
 
@@ -132,6 +139,14 @@ def load_config(start: str | None = None) -> Config:
 #: TorchX's scheduler names, as a ``.torchxconfig`` writes them, and torchspec's.
 TORCHX_SCHEDULERS = {"local_cwd": "local", "local_docker": "docker", "kubernetes": "kubernetes", "slurm": "slurm",
                      "ray": "ray"}
+#: TorchX run option names that torchspec spells otherwise, by torchspec scheduler: TorchX's local ``log_dir``
+#: holds each app's logs as our ``state_dir`` does; Slurm's hyphenated names; ``job_dir``, where TorchX's
+#: sbatch writes the logs, is our Slurm ``log_dir`` (torchspec copies no workspace there).
+TORCHX_OPTIONS = {"local": {"log_dir": "state_dir"},
+                  "slurm": {"mail-user": "mail_user", "mail-type": "mail_type", "job_dir": "log_dir"}}
+#: What a TorchX scheduler name means beyond the scheduler: ``local_cwd`` runs in the working folder whatever
+#: the image, and TorchX's ``kubernetes`` scheduler always creates Volcano jobs.
+TORCHX_IMPLIED = {"local_cwd": {"use_cwd": "true"}, "kubernetes": {"flavor": "volcano"}}
 
 
 def find_torchx_config(start: str | None = None) -> tuple[str, dict[str, Any]] | None:
@@ -158,19 +173,34 @@ def read_torchx_config(path: str) -> dict[str, Any]:
     except (OSError, configparser.Error) as e:
         raise UsageError(f"cannot read the TorchX config file {path}: {e}", "fix or remove the file") from None
     data: dict[str, Any] = {}
+    schedulers: dict[str, dict[str, str]] = {}
     for section in parser.sections():
         values = dict(parser[section])
         if section == "cli:run":
             cli = data.setdefault("cli", {})
             if values.get("scheduler"):
                 cli["default_scheduler"] = TORCHX_SCHEDULERS.get(values["scheduler"], values["scheduler"])
+                _torchx_options(schedulers, values["scheduler"], {})
             if values.get("component"):
                 cli["default_component"] = values["component"]
         elif section.startswith("component:"):
             data.setdefault("component", {})[section.split(":", 1)[1]] = values
         elif not section.startswith("cli:"):  # other commands' defaults have no torchspec meaning
-            data.setdefault("scheduler", {})[TORCHX_SCHEDULERS.get(section, section)] = values
+            _torchx_options(schedulers, section, values)
+    if schedulers:
+        data["scheduler"] = schedulers
     return data
+
+
+def _torchx_options(into: dict[str, dict[str, str]], torchx_name: str, values: Mapping[str, str]) -> None:
+    """Add a TorchX scheduler section's run options to ``into`` under torchspec's scheduler and option names,
+    with what the TorchX name implies (``local_cwd``: ``use_cwd``) where the file does not say otherwise."""
+    name = TORCHX_SCHEDULERS.get(torchx_name, torchx_name)
+    table = into.setdefault(name, {})
+    renames = TORCHX_OPTIONS.get(name, {})
+    table.update({renames.get(key, key): value for key, value in values.items()})
+    for key, value in TORCHX_IMPLIED.get(torchx_name, {}).items():
+        table.setdefault(key, value)
 
 
 # ---------------------------------------------------------------- what the runner and the CLI ask
@@ -321,8 +351,8 @@ def _forget(config: Config, parts: tuple[str, ...]) -> None:
         del config.sources[k]
 
 
-def _anchor_component_paths(data: dict[str, Any], config_path: str) -> dict[str, Any]:
-    """``[component."jobs/x.yaml"]`` keys made absolute against the config file's folder.
+def _anchor_component_paths(data: dict[str, Any], folder: str) -> dict[str, Any]:
+    """``[component."jobs/x.yaml"]`` keys made absolute against ``folder`` (the config file's).
 
     Done per file before merging, so a relative path in the user file and one
     in the project file can never be confused.
@@ -330,7 +360,7 @@ def _anchor_component_paths(data: dict[str, Any], config_path: str) -> dict[str,
     components = data.get("component")
     if not isinstance(components, dict):
         return data
-    folder = os.path.dirname(os.path.abspath(config_path))
+    folder = os.path.abspath(folder)
     anchored = {}
     for name, table in components.items():
         python = PYTHON_COMPONENT.match(name)  # FILE.py:FUNCTION: its file anchored

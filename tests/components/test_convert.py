@@ -89,7 +89,8 @@ def test_a_torchxconfig_converts_to_the_same_settings(tmp_path: pathlib.Path, mo
     assert after.files == [str(target / ".torchspec.toml")]
     assert default_scheduler(after) == default_scheduler(before) == "local"
     assert default_component(after) == default_component(before)
-    assert scheduler_cfg(after, "kubernetes") == scheduler_cfg(before, "kubernetes") == {"namespace": "default"}
+    assert scheduler_cfg(after, "kubernetes") == scheduler_cfg(before, "kubernetes") == {"namespace": "default",
+                                                                                 "flavor": "volcano"}
     def relative(defaults: dict, folder: pathlib.Path) -> dict:  # keys are anchored to each config's folder
         return {os.path.relpath(k, folder): v for k, v in defaults.items()}
 

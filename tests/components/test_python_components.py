@@ -322,3 +322,31 @@ def test_lint_lints_a_python_component_only_when_allowed(comp: pathlib.Path) -> 
     (comp.parent / ".torchspec.toml").write_text("[lint]\nallow_python_components = true\n")
     bad = cli("lint", "empty.py:nothing", cwd=comp.parent)
     assert bad.returncode == 1 and "empty.py:nothing" in bad.stdout, (bad.stdout, bad.stderr)
+
+
+def test_diff_compares_python_components_only_when_allowed(comp: pathlib.Path) -> None:
+    """--allow-python-components (or [diff] allow_python_components): each side is the spec `convert` makes of
+    it, -p values its arguments; a change the function makes shows field by field."""
+    changed = comp.parent / "comp2.py"
+    changed.write_text(COMPONENT.replace('f"lr={lr}"', 'f"rate={lr}"'))
+    same = cli("diff", "--allow-python-components", "-p", "msg=hi", "comp.py:trainer", "comp.py:trainer",
+               cwd=comp.parent)
+    assert same.returncode == 0, (same.stdout, same.stderr)
+    done = cli("diff", "--allow-python-components", "-p", "msg=hi", "--format", "json", "comp.py:trainer",
+               "comp2.py:trainer", cwd=comp.parent)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "rate=0.1" in done.stdout and "lr=0.1" in done.stdout, done.stdout
+    (comp.parent / ".torchspec.toml").write_text("[diff]\nallow_python_components = true\n")
+    assert cli("diff", "-p", "msg=hi", "comp.py:trainer", "comp2.py:trainer", cwd=comp.parent).returncode == 1
+    missing = cli("diff", "-p", "msg=hi", "comp.py:trainer", "comp.py:trainr", cwd=comp.parent)
+    assert missing.returncode == 2 and "trainer" in missing.stderr and "Traceback" not in missing.stderr, missing
+
+
+def test_lint_scheduler_checks_an_allowed_python_component(comp: pathlib.Path) -> None:
+    """lint --scheduler runs the scheduler's check on the spec a Python component converts to."""
+    done = cli("lint", "--allow-python-components", "-p", "msg=hi", "--scheduler", "local", "comp.py:trainer",
+               cwd=comp.parent)
+    assert done.returncode == 0 and "passed" in done.stdout, (done.stdout, done.stderr)
+    docker = cli("lint", "--allow-python-components", "-p", "msg=hi", "--scheduler", "docker", "comp.py:trainer",
+                 cwd=comp.parent)
+    assert docker.returncode == 1 and "TS6" in docker.stdout, (docker.stdout, docker.stderr)

@@ -23,8 +23,13 @@ _FORMATS = ("text", "markdown", "json", "github")  # torchspec.gitops.report.FOR
 @click.option("--format", "fmt", type=click.Choice(_FORMATS), default="text", show_default=True,
               help="text (coloured on a terminal), markdown (a pull-request comment), json, or github "
                    "(workflow annotations).")
+@click.option("--allow-python-components", "allow_python", is_flag=True, default=None,
+              help="OLD and NEW may be FILE.py:FUNCTION components, compared as the specs `torchspec convert` makes"
+                   " of them by running them (their code runs: only for code you trust, never a pull request's);"
+                   " -p values are their arguments. Config: [diff] allow_python_components.")
 def diff(files: tuple[str, ...], base: str | None, params: tuple[str, ...], params_file: str | None,
-         template_paths: tuple[str, ...], scheduler: str | None, cfg: str | None, fmt: str) -> int:
+         template_paths: tuple[str, ...], scheduler: str | None, cfg: str | None, fmt: str,
+         allow_python: bool | None) -> int:
     """Show what changes in what would run: field by field, role by role, not line by line.
 
     \b
@@ -52,6 +57,11 @@ def diff(files: tuple[str, ...], base: str | None, params: tuple[str, ...], para
     if cfg and not scheduler:
         raise click.UsageError("-c sets a scheduler's run options: name the scheduler with -s")
     options = DiffOptions(params=parse_params(params), params_file=params_file, template_paths=tuple(template_paths))
+    if allow_python is None:
+        from torchspec.config import load_config
+
+        allow_python = bool(load_config().section("diff").get("allow_python_components", False))
+    options.allow_python_components = allow_python
     with contextlib.ExitStack() as stack:
         runner = None
         if scheduler:
@@ -63,10 +73,12 @@ def diff(files: tuple[str, ...], base: str | None, params: tuple[str, ...], para
 
             result = diff_base(Repo(), base, files, options, runner)
         else:
-            from torchspec.components import refuse_python
+            from torchspec.components import is_python_component, refuse_python
 
             for path in files:
-                refuse_python(path, "diff")
+                if allow_python and is_python_component(path):
+                    continue
+                refuse_python(path, "diff (without --allow-python-components)")
                 click.Path(exists=True, dir_okay=False).convert(path, None, None)
             result = diff_files(files[0], files[1], options, runner)
     import sys

@@ -35,9 +35,10 @@ def refuse_python(name: str, where: str) -> None:
     if is_python_component(name):
         raise UsageError(f"{name} is a Python component, and {where} runs no code (a spec may come from a pull"
                          " request: importing a Python file would run it)",
-                         "submit, dryrun and run load Python components, since they run what you name; lint"
-                         " --allow-python-components lints one (running it); `torchspec convert` makes a spec of"
-                         " it")
+                         "submit, dryrun and run load Python components, since they run what you name; lint and"
+                         " diff take --allow-python-components to run one (only for code you trust); `torchspec"
+                         " convert` makes a spec of it")
+
 
 #: Where the built-in spec files live (inside the installed package).
 COMPONENTS_DIR: str = os.path.dirname(os.path.abspath(__file__))

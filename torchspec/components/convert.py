@@ -18,10 +18,13 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from typing import Any, Callable, Dict, List, Mapping, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Tuple
 
 from torchspec.components.python import bind, invoke, load_function, parameters, parse_docstring, \
     unwrap_optional
+
+if TYPE_CHECKING:
+    from torchspec.loader import LoadedFile, LoadOptions
 
 #: The Jinja markers a literal string must not carry into a spec (they would be rendered).
 _JINJA = re.compile(r"\{\{|\{%|\{#")
@@ -41,6 +44,18 @@ def convert_component(ref: str, component_args: Any = None) -> str:
     if params and not _renders_the_same(text, data):
         params, text = {}, _yaml(ref, component_args, _escaped(data), {})
     return text
+
+
+def load_converted(ref: str, options: "LoadOptions") -> "LoadedFile":
+    """``ref`` loaded as the spec :func:`convert_component` makes of it, ``options.params`` as its arguments:
+    how ``lint`` and ``diff`` read a Python component (its code runs: only where the user allowed it)."""
+    import dataclasses
+
+    from torchspec.loader import load_text
+
+    argv = [arg for name, value in options.params.items() for arg in (f"--{name}", str(value))]
+    return load_text(convert_component(ref, argv), ref, "yaml",
+                     dataclasses.replace(options, params={}, params_file=None))
 
 
 def _escape(text: str) -> str:

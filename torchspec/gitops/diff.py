@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from torchspec.errors import Diagnostic, TorchSpecError, UsageError
 from torchspec.exit_codes import ExitCode
 from torchspec.gitops.canonical import Canonical, Path, canonical_app
+from torchspec.components import is_python_component
 from torchspec.loader import FILES, LoadOptions, Source, load_file
 
 if TYPE_CHECKING:
@@ -49,6 +50,9 @@ class DiffOptions:
     scheduler: str | None = None
     #: resolved run options of ``scheduler`` (``Runner.run_options``)
     run_options: Mapping[str, Any] = field(default_factory=dict)
+    #: a ``FILE.py:FUNCTION`` side is run and compared as the spec ``convert`` makes of it (its code runs:
+    #: never for a pull request's files); otherwise such a side is refused
+    allow_python_components: bool = False
 
 
 @dataclass
@@ -139,8 +143,14 @@ class Side:
 
 def load_side(path: str, label: str, options: DiffOptions, source: Source = FILES) -> Side:
     """Load ``path`` from ``source``; diagnostics name the file ``label`` (``main:jobs/a.yaml`` for a ref)."""
-    loaded = load_file(path, LoadOptions(params=options.params, params_file=options.params_file,
-                                         template_paths=options.template_paths, stand_ins=True, source=source))
+    load_options = LoadOptions(params=options.params, params_file=options.params_file,
+                               template_paths=options.template_paths, stand_ins=True, source=source)
+    if options.allow_python_components and source is FILES and is_python_component(path):
+        from torchspec.components.convert import load_converted
+
+        loaded = load_converted(path, load_options)
+    else:
+        loaded = load_file(path, load_options)
     side = Side(label)
     for d in loaded.all_diagnostics():
         if d.is_error:

@@ -198,8 +198,11 @@ def lint_paths(paths: Iterable[str], options: LintOptions | None = None) -> Lint
     found = [(path, named and not run.options.only_specs)
              for path, named in discover([p for p in paths if p not in python], run.options.exclude,
                                          run.result.notes)]
-    for ref in python:
-        run.add(_python_component(ref, run.options, run.load_options))
+    if python:
+        from torchspec.components.convert import load_converted
+
+        for ref in python:
+            run.add(load_converted(ref, run.load_options))
     jobs = 1 if run.checks else jobs_for(run.options.jobs, len(found))
     if jobs > 1:
         for outcome in _lint_in_processes(found, run.load_options, jobs):
@@ -326,18 +329,6 @@ class _Run:
         self.result.diagnostics.extend(d for found in self.per_file for d in found
                                        if is_selected(d.code, self.select, self.ignore))
         return self.result
-
-
-def _python_component(ref: str, options: LintOptions, load_options: LoadOptions) -> LoadedFile:
-    """A Python component linted as the spec ``torchspec convert`` makes of it (its code runs: only with
-    ``allow_python_components``), its ``-p`` values as its arguments."""
-    import dataclasses
-
-    from torchspec.components.convert import convert_component
-
-    argv = [arg for name, value in options.params.items() for arg in (f"--{name}", value)]
-    text = convert_component(ref, argv)
-    return load_text(text, ref, "yaml", dataclasses.replace(load_options, params={}))
 
 
 def lint_file(path: str, named: bool, options: LoadOptions) -> LoadedFile | None:
