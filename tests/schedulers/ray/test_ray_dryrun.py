@@ -192,3 +192,30 @@ def test_a_dry_run_needs_no_ray(tmp_path) -> None:
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "placement_timeout" in r.stdout
+
+
+def test_stopped_reads_cancelled_only_where_the_driver_confirmed_it() -> None:
+    """Ray says STOPPED for any job it was asked to stop; the driver's own log says whether it stopped its
+    replicas (its CANCELLED summary): a driver that crashed or was killed on the way reads FAILED."""
+    from torchspec.schedulers.ray.states import SUMMARY
+    from torchspec.schedulers.ray.status import stopped_state
+
+    placed = tag("driver", None, "placed 1 placement group(s) in 0.1s\n")
+    confirmed = placed + tag("driver", None, SUMMARY + json.dumps({"state": "CANCELLED", "failed": None}) + "\n")
+    assert stopped_state(confirmed)[0] == AppState.CANCELLED
+    assert stopped_state("")[0] == AppState.CANCELLED  # stopped before its driver said anything: nothing ran
+    state, summary = stopped_state(placed + "Traceback (most recent call last):\nSystemError: ...\n")
+    assert state == AppState.FAILED and "without confirming" in summary["driver_lost"]
+    job = SimpleNamespace(status="STOPPED", message="Job was intentionally stopped.", metadata={},
+                          submission_id="a-1", job_id="02000000", driver_exit_code=None)
+    assert describe_job("h:1-a-1", job, [], {}, stopped_log=confirmed).state == AppState.CANCELLED
+    lost = describe_job("h:1-a-1", job, [], {}, stopped_log=placed)
+    assert lost.state == AppState.FAILED and "driver ended without confirming" in lost.msg
+
+
+@pytest.mark.parametrize("code, name", [(-9, "SIGKILL"), (137, "SIGKILL"), (139, "SIGSEGV")])
+def test_a_driver_killed_by_a_signal_is_named_so(code: int, name: str) -> None:
+    job = SimpleNamespace(status="FAILED", message=f"Job entrypoint command failed with exit code {code}",
+                          metadata={}, submission_id="a-1", job_id="02000000", driver_exit_code=code)
+    desc = describe_job("h:1-a-1", job, [], {})
+    assert desc.state == AppState.FAILED and f"the driver died, killed by {name}" in desc.msg, desc.msg

@@ -15,7 +15,7 @@ supervisor died, and exits.  Having forked after the lock was taken, the
 guard holds the lock too: to ``status``, the app is supervised until the
 guard has cleaned up, and never seen half stopped.  A guard killed with its
 supervisor (``kill -9`` of their process group) leaves the clean-up to the
-next ``status`` or ``cancel`` (:func:`~torchspec.schedulers.local.processes.kill_orphans`).
+next ``status`` or ``cancel`` (:func:`~torchspec.schedulers.processes.kill_orphans`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import sys
 from types import FrameType
 from typing import Any, Dict, Optional
 
-from torchspec.schedulers.local.processes import kill_orphans, kill_strays, set_child_subreaper
+from torchspec.schedulers.processes import kill_orphans, kill_strays, set_child_subreaper
 from torchspec.schedulers.local.state import now_iso, read_state, running_groups, supervisor_died, update_state
 from torchspec.schedulers.local.states import TERMINAL
 

@@ -31,7 +31,7 @@ from torchspec.schedulers.api import (
 )
 from torchspec.schedulers.local.logs import OutputParser, parse_log_line, replica_finished, view_blocks
 from torchspec.schedulers.local.options import DEFAULT_KILL_GRACE_S, local_run_opts
-from torchspec.schedulers.local.processes import kill_orphans, pid_alive
+from torchspec.schedulers.processes import kill_orphans, pid_alive
 from torchspec.schedulers.local.state import (
     damaged,
     end_replicas,

@@ -54,7 +54,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from torchspec.schedulers.local.guard import start_guard
 from torchspec.schedulers.local.logs import LogWriter
-from torchspec.schedulers.local.processes import kill_strays, reap_strays, signal_group
+from torchspec.schedulers.processes import kill_strays, reap_strays, signal_group
 from torchspec.schedulers.local.pump import Drain, Pump
 from torchspec.schedulers.local.state import (
     finish_app,

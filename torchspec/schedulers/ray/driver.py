@@ -21,6 +21,13 @@ and then:
 5. ends with a summary line (``describe`` reads it) and the first failed
    replica's exit code, 0 when all succeeded; SIGTERM (``cancel``) stops
    every replica (SIGTERM, then SIGKILL) and exits 143.
+
+Each replica runs under a launcher (:mod:`torchspec.schedulers.launcher`)
+that ends all it started, even children in sessions of their own, when the
+replica exits, when it is stopped, and when its actor dies: so a driver
+that crashes or is SIGKILLed (Ray then kills its actors) leaves nothing
+running either.  The SIGTERM handler only sets a flag, which the driver
+reads between waits on Ray of at most :data:`WAIT_SLICE_S`.
 """
 
 from __future__ import annotations
@@ -51,6 +58,8 @@ LOOPBACK = "127.0.0.1"
 END_MARK = "[torchspec-end "
 #: Seconds between two looks at the cluster while placement groups wait.
 PLACEMENT_POLL_S = 5.0
+#: The longest the driver waits on Ray at a time, so a SIGTERM (cancel) is acted on within it.
+WAIT_SLICE_S = 0.5
 #: How often a waiting driver says what it waits for.
 PLACEMENT_REPORT_S = 30.0
 #: Seconds a stopped replica gets between SIGTERM and SIGKILL (Ray SIGKILLs the driver 3 s after its SIGTERM).
@@ -62,20 +71,21 @@ Key = Tuple[int, int]  # (role index, replica id)
 
 
 class Stopped(Exception):
-    """SIGTERM reached the driver: ``cancel``."""
+    """SIGTERM reached the driver (``cancel``): raised by the driver's own code between two waits on Ray."""
+
+
+#: Set by the SIGTERM handler, which does nothing else: an exception raised from a signal handler while the
+#: main thread is inside Ray's C code (``ray.wait``) surfaces as a SystemError that skips the stop path.
+STOP = threading.Event()
+
+
+def check_stop() -> None:
+    if STOP.is_set():
+        raise Stopped()
 
 
 def say(text: str) -> None:
     print(tag("driver", None, text.rstrip("\n") + "\n"), end="", flush=True)
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
 
 
 class ReplicaRunner:
@@ -101,7 +111,14 @@ class ReplicaRunner:
         pipe.close()
 
     def run(self, args: List[str], env: Dict[str, str]) -> int:
-        """The replica's exit code (128+N for signal N; 127 when its program cannot start)."""
+        """The replica's exit code (128+N for signal N; 127 when its program cannot start).
+
+        The replica runs under a launcher (:mod:`torchspec.schedulers.launcher`) that ends everything it
+        started, children in sessions of their own too, when it exits, when :meth:`stop` asks, or when
+        this actor dies (the driver stopped or SIGKILLed): no process of a replica outlives its attempt.
+        """
+        from torchspec.schedulers import launcher
+
         full = {k: v for k, v in os.environ.items() if k != ENV_PLAN}
         full.update(env)
         program = args[0]
@@ -112,9 +129,9 @@ class ReplicaRunner:
                 self._end("")
                 return 128 + signal.SIGTERM
             try:
-                self.proc = subprocess.Popen([program, *args[1:]], env=full, stdout=subprocess.PIPE,
-                                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
-                                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                self.proc = subprocess.Popen(launcher.command(STOP_GRACE_S, [program, *args[1:]]), env=full,
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                             start_new_session=True)
             except OSError as e:
                 self._end(f"cannot start {program}: {e.strerror or e}\n")
                 return 127
@@ -136,16 +153,17 @@ class ReplicaRunner:
             sys.stdout.flush()
 
     def stop(self, grace: float) -> None:
-        """SIGTERM the replica's process group, SIGKILL what is left after ``grace`` seconds; a replica whose
-        ``run`` has not started it yet never starts (its ``run`` returns at once, so the driver need not wait)."""
+        """Ask the replica's launcher to end it (SIGTERM, SIGKILL after ``grace`` seconds); SIGKILL the launcher
+        if it has not ended by then.  A replica whose ``run`` has not started it yet never starts (its ``run``
+        returns at once, so the driver need not wait)."""
         with self.starting:
             self.stopped = True
             proc = self.proc
         if proc is None or proc.poll() is not None:
             return
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 0.0)):
+        for sig, wait in ((signal.SIGTERM, grace + 0.3), (signal.SIGKILL, 0.0)):
             try:
-                os.killpg(proc.pid, sig)
+                os.kill(proc.pid, sig)
             except ProcessLookupError:
                 return
             try:
@@ -194,12 +212,15 @@ class Driver:
         timeout = self.plan.get("placement_timeout")
         start = last_report = time.monotonic()
         waiting = {pg.ready(): role["role"] for pg, role in zip(self.pgs, self.roles)}
+        last_look = start
         while waiting:
-            ready, _ = self.ray.wait(list(waiting), num_returns=len(waiting), timeout=PLACEMENT_POLL_S)
+            ready, _ = self.ray.wait(list(waiting), num_returns=len(waiting), timeout=WAIT_SLICE_S)
+            check_stop()
             for ref in ready:
                 waiting.pop(ref)
-            if not waiting:
-                break
+            if not waiting or time.monotonic() - last_look < PLACEMENT_POLL_S:
+                continue
+            last_look = time.monotonic()
             problem = never_fits(self.roles, *self.where())  # the cluster may have lost a node
             if problem:
                 return problem
@@ -330,7 +351,8 @@ class Driver:
         self.start([(r, k) for r, role in enumerate(self.roles) for k in range(len(role["replicas"]))])
         say(f"started {len(self.actors)} replica(s)")
         while self.running:
-            ready, _ = self.ray.wait(list(self.running), num_returns=1, timeout=1.0)
+            ready, _ = self.ray.wait(list(self.running), num_returns=1, timeout=WAIT_SLICE_S)
+            check_stop()
             for ref in ready:
                 key = self.running.pop(ref, None)
                 if key is None:
@@ -383,7 +405,7 @@ class Driver:
 
 
 def _stop_on_sigterm(signum: int, frame: Any) -> None:
-    raise Stopped()
+    STOP.set()
 
 
 def _watch_logs(driver: Driver) -> bool:

@@ -92,7 +92,9 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
             return None
         actors = [] if str(job.status).endswith("PENDING") else cluster.actors(f"torchspec-{submission_id}")
         node_ips = cluster.node_ips(a["node_id"] for a in actors)
-        return describe_job(app_id, job, actors, node_ips)
+        # a STOPPED job is CANCELLED only where its driver confirmed it: its log says (status.stopped_state)
+        stopped_log = cluster.call("get_job_logs", submission_id) if str(job.status).endswith("STOPPED") else None
+        return describe_job(app_id, job, actors, node_ips, stopped_log)
 
     def list(self) -> List[ListAppResponse]:
         """The jobs torchspec submitted to the cluster at ``dashboard_address`` (else RAY_ADDRESS, else the

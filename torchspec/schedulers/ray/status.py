@@ -8,6 +8,9 @@
 - Once the job ended, the driver's summary line (in a failed job's message,
   which holds the tail of its log) says which replica failed with which exit
   code, or why the app could not be placed.
+- A job Ray calls STOPPED is CANCELLED only where its driver's log confirms
+  that it stopped every replica (:func:`stopped_state`); a driver that
+  crashed or was killed reads FAILED, never CANCELLED.
 """
 
 from __future__ import annotations
@@ -82,9 +85,10 @@ def _replica_state(app: AppState, running_job: bool, actor: Optional[Tuple[int, 
     return (AppState.CANCELLED if app == AppState.CANCELLED else app), None
 
 
-def describe_job(app_id: str, job: Any, actors: List[Mapping[str, Any]], node_ips: Mapping[str, str]
-                 ) -> DescribeAppResponse:
-    """The DescribeAppResponse of a torchspec job (``JobDetails``), its actors and the nodes' addresses."""
+def describe_job(app_id: str, job: Any, actors: List[Mapping[str, Any]], node_ips: Mapping[str, str],
+                 stopped_log: Optional[str] = None) -> DescribeAppResponse:
+    """The DescribeAppResponse of a torchspec job (``JobDetails``), its actors and the nodes' addresses;
+    ``stopped_log``: the log of a STOPPED job (:func:`stopped_state` reads it)."""
     metadata = dict(getattr(job, "metadata", None) or {})
     roles = rebuild_roles(metadata)
     latest = latest_actors(actors)
@@ -93,6 +97,8 @@ def describe_job(app_id: str, job: Any, actors: List[Mapping[str, Any]], node_ip
     if running_job and not latest:
         state = AppState.PENDING  # the driver waits for its placement groups (or is starting)
     summary = parse_summary(getattr(job, "message", None)) if state == AppState.FAILED else None
+    if state == AppState.CANCELLED and stopped_log is not None:
+        state, summary = stopped_state(stopped_log)
     roles_statuses = []
     for role in roles:
         replicas = []
@@ -111,14 +117,42 @@ def describe_job(app_id: str, job: Any, actors: List[Mapping[str, Any]], node_ip
                                "session_name": metadata.get(META_SESSION, "")})
 
 
+def stopped_state(log: str) -> Tuple[AppState, Optional[Dict[str, Any]]]:
+    """What a job Ray calls STOPPED really is: CANCELLED when its driver confirmed every replica stopped (its
+    CANCELLED summary), or never got to start one (no line of its own); the summary's state when the app ended
+    as it was stopped; otherwise FAILED: the driver crashed or was killed without stopping its replicas."""
+    summary = parse_summary(log)
+    if summary is not None:
+        return AppState[summary.get("state") or "FAILED"], summary
+    started = any((parsed := parse_line(line)) is not None and parsed.who == "driver" for line in log.splitlines())
+    if not started:
+        return AppState.CANCELLED, None
+    return AppState.FAILED, {"driver_lost": "the job was stopped, but its driver ended without confirming that its"
+                                            " replicas stopped (it crashed or was killed; see its log)"}
+
+
 def _message(state: AppState, running_job: bool, job: Any, summary: Optional[Dict[str, Any]]) -> str:
     if state == AppState.PENDING and running_job:
         return "waiting for the placement groups (every replica starts once all of them are placed)"
     if state != AppState.FAILED:
         return str(getattr(job, "message", "") or "")
+    if summary and summary.get("driver_lost"):
+        return summary["driver_lost"]
     if summary and summary.get("unschedulable"):
         return f"the app cannot be placed: {summary['unschedulable']}"
     if summary and summary.get("failed"):
         return f"{summary['failed']} exited with code {summary.get('exit_code')}"
+    code = getattr(job, "driver_exit_code", None)
+    # without a summary the driver itself died: a signal shows as -N, or 128+N from the shell Ray runs it in
+    died = -code if isinstance(code, int) and code < 0 else code - 128 if isinstance(code, int) and code > 128 else 0
+    if died:
+        import signal
+
+        try:
+            name = signal.Signals(died).name
+        except ValueError:
+            name = f"signal {died}"
+        return (f"the driver died, killed by {name} (exit code {code}), before the app ended; each replica's"
+                " launcher ends what the replica started once Ray ends its actor")
     message = str(getattr(job, "message", "") or "")
-    return message.splitlines()[0] if message else f"the driver exited with code {getattr(job, 'driver_exit_code', '')}"
+    return message.splitlines()[0] if message else f"the driver exited with code {code}"

@@ -1,9 +1,12 @@
 """Processes on this machine: is a pid alive, stopping groups nobody supervises, and stray descendants.
 
-Each replica runs in a process group of its own (a new session), so a replica
-and everything it spawned are signalled together.  The supervisor stops its
-own replicas; the scheduler uses :func:`kill_orphans` only for the replicas
-of a supervisor that is gone.
+Shared by the backends that run replicas as processes they own: the
+``local`` supervisor and guard, and the replica launcher
+(:mod:`torchspec.schedulers.launcher`) the ``ray`` actors start.  Each
+replica runs in a process group of its own, so a replica and everything it
+spawned are signalled together.  The local supervisor stops its own
+replicas; the local scheduler uses :func:`kill_orphans` only for the
+replicas of a supervisor that is gone.
 
 A process group does not hold a descendant that calls ``setsid`` (a daemon,
 ``setsid cmd &``).  On Linux the supervisor and its guard are child
@@ -164,16 +167,17 @@ def kill_strays(keep: Collection[int] = ()) -> None:
     one orphans its own children, which become ours in turn, hence rounds.
     """
     me, kept = os.getpid(), set(keep)
+    _kill_rounds(lambda: [(pid, pgid) for pid, pgid in children(me) if pid not in kept], reap=True)
 
-    def children() -> List[Tuple[int, int]]:
-        found = []
-        for pid in _pids():
-            fields = _stat(pid)
-            if len(fields) > 2 and int(fields[1]) == me and pid not in kept:
-                found.append((pid, int(fields[2])))
-        return found
 
-    _kill_rounds(children, reap=True)
+def children(parent: int) -> List[Tuple[int, int]]:
+    """``(pid, process group)`` of every child of ``parent`` (zombies too), from ``/proc``; [] without it."""
+    found = []
+    for pid in _pids():
+        fields = _stat(pid)
+        if len(fields) > 2 and int(fields[1]) == parent:
+            found.append((pid, int(fields[2])))
+    return found
 
 
 def reap_strays(keep: Collection[int]) -> None:
@@ -227,6 +231,7 @@ def kill_orphans(pgids: List[Tuple[int, int]], grace_s: float, app_id: str) -> N
 
 
 __all__ = [
+    "children",
     "kill_groups",
     "kill_orphans",
     "kill_strays",

@@ -1,0 +1,132 @@
+"""The ray scheduler under faults, on the real two-node cluster: nothing of a replica outlives its app.
+
+A replica here leaves children behind on purpose: one in its process group
+(``sleep &``) and one in a session of its own (``setsid sleep &``).  Every
+process a replica started carries ``TORCHSPEC_APP_ID`` in its environment,
+so the tests find what is left by reading ``/proc`` (both nodes run on this
+machine).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import List
+
+import pytest
+
+from ray_support import wait_state
+from test_ray_cluster import TERMINAL, ray_sched, role, submit  # noqa: F401 - ray_sched: the fixture
+from torchspec import specs
+from torchspec.specs import AppState
+
+#: Starts two children that outlive it unless something ends them, then waits (or fails with $1).
+LEAVES_CHILDREN = 'sleep 300 & setsid sleep 300 & echo started; sleep 0.5; [ -n "$FAIL_WITH" ] && exit "$FAIL_WITH"; wait'
+#: How long the tests give an end to reach every process.
+GONE_WITHIN_S = float(os.environ.get("GONE", "15"))
+
+
+def processes_of(sid: str) -> List[str]:
+    """``pid cmdline`` of every live process whose TORCHSPEC_APP_ID is ``sid`` (the app's submission id)."""
+    tag = f"TORCHSPEC_APP_ID={sid}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if tag not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{name}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            found.append(f"{name} {command}")
+        except OSError:
+            continue
+    return found
+
+
+def sid_of(sched, app_id: str) -> str:
+    return app_id.rpartition(f"{sched.dashboard_address}-")[2]
+
+
+def wait_for(what, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = what()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.25)
+
+
+def left_after(sid: str) -> List[str]:
+    """What is still running of the app ``GONE_WITHIN_S`` after its end (at once when nothing is)."""
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while True:
+        left = processes_of(sid)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.25)
+
+
+def started(sched, sid: str, replicas: int) -> List[str]:
+    """The app's processes once each replica started its two children (3 processes and a launcher each)."""
+    found = wait_for(lambda: len([p for p in processes_of(sid) if " 300" in p]) >= 2 * replicas)
+    assert found, f"the replicas of {sid} never started their children"
+    return processes_of(sid)
+
+
+def test_cancel_ends_every_process_of_every_replica(ray_sched) -> None:
+    app = specs.AppDef("leaky", roles=[role("w", LEAVES_CHILDREN, replicas=2)])
+    app_id = submit(ray_sched, app)
+    sid = sid_of(ray_sched, app_id)
+    started(ray_sched, sid, 2)
+    ray_sched.cancel(app_id)
+    assert wait_state(ray_sched, app_id, TERMINAL, timeout=60).state == AppState.CANCELLED
+    assert left_after(sid) == []
+
+
+def test_an_app_that_ends_leaves_nothing(ray_sched) -> None:
+    """A replica that fails with children running (REPLICA retry once, then the app fails)."""
+    app = specs.AppDef("fails", roles=[role("w", LEAVES_CHILDREN, max_retries=1, env={"FAIL_WITH": "3"},
+                                            retry_policy=specs.RetryPolicy.REPLICA)])
+    app_id = submit(ray_sched, app)
+    sid = sid_of(ray_sched, app_id)
+    desc = wait_state(ray_sched, app_id, TERMINAL, timeout=90)
+    assert desc.state == AppState.FAILED and desc.roles_statuses[0].replicas[0].num_restarts == 1, desc
+    assert left_after(sid) == []
+
+
+def driver_pid(sid: str) -> int:
+    """The pid of the app's driver (the job's entrypoint, ``python -m``), whose plan names the submission id."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:  # python -m DRIVER, not the shell Ray runs it in
+                if b"torchspec.schedulers.ray.driver" not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if sid.encode() in f.read():
+                    return int(name)
+        except OSError:
+            continue
+    return 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV], ids=["SIGKILL", "crash"])
+def test_a_driver_that_dies_leaves_no_replica_and_never_reads_cancelled(ray_sched, sig: int) -> None:
+    app = specs.AppDef("orphans", roles=[role("w", LEAVES_CHILDREN, replicas=2)])
+    app_id = submit(ray_sched, app)
+    sid = sid_of(ray_sched, app_id)
+    started(ray_sched, sid, 2)
+    pid = wait_for(lambda: driver_pid(sid), timeout=10)
+    assert pid, "the driver's process was not found"
+    os.kill(pid, sig)
+    desc = wait_state(ray_sched, app_id, TERMINAL, timeout=60)
+    assert desc.state == AppState.FAILED, desc
+    assert "driver" in desc.msg, desc.msg
+    assert left_after(sid) == []
