@@ -117,6 +117,24 @@ class RayTestCluster:
         self.wait_nodes(2)
         return self
 
+    def add_node(self, name: str, resources: Dict[str, float]) -> subprocess.Popen:
+        """Start one more worker node (``resources``: its custom resources) and wait until it joined; the
+        caller stops it with :meth:`stop_node` (the session's end stops it too)."""
+        import json
+
+        count = len(self.nodes())
+        self._start(name, [f"--address={self.gcs}", f"--resources={json.dumps(resources)}"])
+        self.wait_nodes(count + 1)
+        return self.procs[-1]
+
+    def stop_node(self, proc: subprocess.Popen) -> None:
+        """Take a node away as a lost machine would go: SIGKILL to every process of it at once."""
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait(timeout=30)
+
     def nodes(self) -> List[dict]:
         from ray.util.state import list_nodes
 

@@ -89,14 +89,18 @@ def test_cancel_ends_every_process_of_every_replica(ray_sched) -> None:
     assert left_after(sid) == []
 
 
-def test_an_app_that_ends_leaves_nothing(ray_sched) -> None:
-    """A replica that fails with children running (REPLICA retry once, then the app fails)."""
-    app = specs.AppDef("fails", roles=[role("w", LEAVES_CHILDREN, max_retries=1, env={"FAIL_WITH": "3"},
-                                            retry_policy=specs.RetryPolicy.REPLICA)])
+@pytest.mark.parametrize("policy", [specs.RetryPolicy.REPLICA, specs.RetryPolicy.ROLE,
+                                    specs.RetryPolicy.APPLICATION])
+def test_retries_and_the_app_end_leave_nothing(ray_sched, policy: specs.RetryPolicy) -> None:
+    """Replica 1 fails with children running, is retried once as the policy says (stopping the replicas the
+    policy restarts with it), fails again, and the app ends: every attempt's processes are gone."""
+    script = '[ "$0" = 1 ] && export FAIL_WITH=3; ' + LEAVES_CHILDREN
+    app = specs.AppDef("fails", roles=[role("w", script, replicas=2, max_retries=1, retry_policy=policy)])
     app_id = submit(ray_sched, app)
     sid = sid_of(ray_sched, app_id)
     desc = wait_state(ray_sched, app_id, TERMINAL, timeout=90)
-    assert desc.state == AppState.FAILED and desc.roles_statuses[0].replicas[0].num_restarts == 1, desc
+    assert desc.state == AppState.FAILED and desc.roles_statuses[0].replicas[1].num_restarts == 1, desc
+    assert "w/1 exited with code 3" in desc.msg, desc.msg
     assert left_after(sid) == []
 
 
@@ -130,3 +134,22 @@ def test_a_driver_that_dies_leaves_no_replica_and_never_reads_cancelled(ray_sche
     assert desc.state == AppState.FAILED, desc
     assert "driver" in desc.msg, desc.msg
     assert left_after(sid) == []
+
+
+def test_a_node_lost_under_a_replica_fails_the_app_naming_the_node(ray_sched, ray_cluster) -> None:
+    """A third node, the only one with the resource the replica asks for, is killed while the replica runs
+    there: the app is FAILED saying the node was lost, and nothing of the replica is left running."""
+    node = ray_cluster.add_node("lost", {"lost_node": 1})
+    try:
+        app = specs.AppDef("lost", roles=[role("w", LEAVES_CHILDREN, cpu=1)])
+        app.roles[0].resource.capabilities["lost_node"] = 1
+        app_id = submit(ray_sched, app)
+        sid = sid_of(ray_sched, app_id)
+        started(ray_sched, sid, 1)
+        ray_cluster.stop_node(node)
+        desc = wait_state(ray_sched, app_id, TERMINAL, timeout=120)
+        assert desc.state == AppState.FAILED, desc
+        assert "w/0 failed: its actor died" in desc.msg and "lost" in desc.msg, desc.msg
+        assert left_after(sid) == []
+    finally:
+        ray_cluster.stop_node(node)

@@ -60,6 +60,9 @@ END_MARK = "[torchspec-end "
 PLACEMENT_POLL_S = 5.0
 #: The longest the driver waits on Ray at a time, so a SIGTERM (cancel) is acted on within it.
 WAIT_SLICE_S = 0.5
+#: How long the driver waits, after an actor became unreachable, for the cluster to say whether its node is
+#: lost (Ray's health checks: 5 misses, 3 s apart, by default).
+NODE_VERDICT_S = 45.0
 #: How often a waiting driver says what it waits for.
 PLACEMENT_REPORT_S = 30.0
 #: Seconds a stopped replica gets between SIGTERM and SIGKILL (Ray SIGKILLs the driver 3 s after its SIGTERM).
@@ -186,9 +189,13 @@ class Driver:
         self.attempts: Dict[Key, int] = {}
         self.running: Dict[Any, Key] = {}
         self.codes: Dict[Key, Optional[int]] = {}
+        #: why a replica failed where its exit code cannot say: its actor died (its node was lost, OOM)
+        self.reasons: Dict[Key, str] = {}
         self.role_restarts = [0] * len(self.roles)
         self.app_restarts = 0
         self.rank0: Dict[Key, str] = {}
+        #: the node (id, address) each replica's bundle is on
+        self.node_of: Dict[Key, Tuple[str, str]] = {}
         #: attempts (``role/k#n``) whose end mark was printed, and those whose mark reached the job's log
         self.ended: Set[str] = set()
         self.seen: Set[str] = set()
@@ -246,6 +253,7 @@ class Driver:
         for role_index, pg in enumerate(self.pgs):
             nodes = {int(b): node for b, node in placement_group_table(pg)["bundles_to_node_id"].items()}
             for k in range(len(self.roles[role_index]["replicas"])):
+                self.node_of[(role_index, k)] = (nodes.get(k) or "", addresses.get(nodes.get(k), ""))
                 same = nodes.get(k) == nodes.get(0)
                 self.rank0[(role_index, k)] = LOOPBACK if same else addresses.get(nodes.get(0), "")
 
@@ -317,11 +325,31 @@ class Driver:
         try:
             code, printed = int(self.ray.get(ref)), True
         except Exception as e:  # the actor died under the replica: its node went away, or out of memory
-            say(f"{self.who(key)}: its actor died: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            self.reasons[key] = f"its actor died ({self.actor_death(key, e)})"
+            say(f"{self.who(key)}: {self.reasons[key]}")
             code, printed = 1, False
         self.codes[key] = code
         self.retire(key, printed)
         return code
+
+    def actor_death(self, key: Key, error: Exception) -> str:
+        """Why the actor of ``key`` died, in one line: its node lost (asked of the cluster, since Ray may only
+        say the actor is unavailable), killed for memory, or what Ray said."""
+        node, address = self.node_of.get(key, ("", ""))
+        # "unavailable": the actor's node stopped answering; the cluster learns whether the node is gone only
+        # once its health checks fail, so wait for that verdict (a cancel still interrupts the wait)
+        deadline = time.monotonic() + (NODE_VERDICT_S if "Unavailable" in type(error).__name__ else 0)
+        while True:
+            if node and node not in {n["NodeID"] for n in self.ray.nodes() if n.get("Alive")}:
+                return f"its node {node[:12]}{f' at {address}' if address else ''} was lost"
+            if time.monotonic() >= deadline:
+                break
+            STOP.wait(1.0)
+            check_stop()
+        text = " ".join(str(error).split())
+        if "OutOfMemory" in type(error).__name__ or "out of memory" in text.lower():
+            return "killed for memory"
+        return f"{type(error).__name__}: {text[:200]}" if text else type(error).__name__
 
     def retry(self, key: Key, code: int) -> Optional[List[Key]]:
         """The replicas to start again after ``key`` failed, as its role's retry policy says; None: no retry left."""
@@ -381,8 +409,11 @@ class Driver:
         self.wait_for_lines()
         replicas = {self.who(key): {"exit_code": self.codes.get(key), "restarts": attempt}
                     for key, attempt in sorted(self.attempts.items())}
-        say(SUMMARY + json.dumps({"state": state, "failed": self.who(failed) if failed else None,
-                                  "exit_code": code, "replicas": replicas}, separators=(",", ":")))
+        summary = {"state": state, "failed": self.who(failed) if failed else None, "exit_code": code,
+                   "replicas": replicas}
+        if failed in self.reasons:
+            summary["reason"] = self.reasons[failed]
+        say(SUMMARY + json.dumps(summary, separators=(",", ":")))
         return code if 0 <= code < 256 else 1
 
     def on_log(self, data: Dict[str, Any]) -> None:

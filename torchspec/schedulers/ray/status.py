@@ -140,6 +140,8 @@ def _message(state: AppState, running_job: bool, job: Any, summary: Optional[Dic
         return summary["driver_lost"]
     if summary and summary.get("unschedulable"):
         return f"the app cannot be placed: {summary['unschedulable']}"
+    if summary and summary.get("failed") and summary.get("reason"):
+        return f"{summary['failed']} failed: {summary['reason']}"
     if summary and summary.get("failed"):
         return f"{summary['failed']} exited with code {summary.get('exit_code')}"
     code = getattr(job, "driver_exit_code", None)
