@@ -26,7 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import pytest
 
@@ -76,6 +76,7 @@ class RayTestCluster:
     """The running test cluster: its dashboard (``address``, host:port), GCS address and node processes."""
 
     root: Path
+    head_args: List[str] = field(default_factory=list)
     address: str = ""
     gcs: str = ""
     procs: List[subprocess.Popen] = field(default_factory=list)
@@ -110,8 +111,9 @@ class RayTestCluster:
     def start(self) -> "RayTestCluster":
         gcs, dashboard, client = free_ports(3)
         self.gcs, self.address = f"127.0.0.1:{gcs}", f"127.0.0.1:{dashboard}"
-        self._start("head", ["--head", f"--port={gcs}", f"--dashboard-port={dashboard}",
-                             "--dashboard-host=127.0.0.1", f"--ray-client-server-port={client}"])
+        self.head_args = ["--head", f"--port={gcs}", f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1",
+                          f"--ray-client-server-port={client}"]
+        self._start("head", list(self.head_args))
         self.wait_nodes(1)
         self._start("worker", [f"--address={self.gcs}"])
         self.wait_nodes(2)
@@ -126,6 +128,24 @@ class RayTestCluster:
         self._start(name, [f"--address={self.gcs}", f"--resources={json.dumps(resources)}"])
         self.wait_nodes(count + 1)
         return self.procs[-1]
+
+    def stop_head(self) -> None:
+        """Stop the head node (SIGTERM, as ``ray stop`` would), its address left free for :meth:`start_head`."""
+        head = self.procs[0]
+        head.send_signal(signal.SIGTERM)
+        try:
+            head.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            pass
+        self.stop_node(head)
+        self.procs.remove(head)
+
+    def start_head(self) -> None:
+        """Start a head again on the same addresses: a new cluster (Ray keeps no jobs without GCS fault
+        tolerance), where the old worker node does not belong."""
+        self._start(f"head{len(self.procs)}", list(self.head_args))
+        self.procs.insert(0, self.procs.pop())
+        self.wait_nodes(1, watch=self.procs[:1])  # the old worker node may give up on the cluster meanwhile
 
     def stop_node(self, proc: subprocess.Popen) -> None:
         """Take a node away as a lost machine would go: SIGKILL to every process of it at once."""
@@ -145,11 +165,11 @@ class RayTestCluster:
         finally:
             os.environ.pop("RAY_API_SERVER_ADDRESS", None)
 
-    def wait_nodes(self, n: int) -> None:
+    def wait_nodes(self, n: int, watch: Optional[List[subprocess.Popen]] = None) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         problem = ""
         while time.monotonic() < deadline:
-            if any(p.poll() is not None for p in self.procs):
+            if any(p.poll() is not None for p in (self.procs if watch is None else watch)):
                 problem = "a ray start process exited"
                 break
             try:

@@ -459,8 +459,13 @@ class Runner:
         """
         status = self.status(app_handle)
         if status is None:
-            raise UnknownAppException(app_handle)
+            raise self._unknown(app_handle)
         return status
+
+    def _unknown(self, app_handle: AppHandle) -> UnknownAppException:
+        """The error for an app the scheduler does not know, with the scheduler's word on how that happens."""
+        scheduler, _, _ = self._scheduler_app_id(app_handle)
+        return UnknownAppException(app_handle, getattr(scheduler, "unknown_app_hint", None))
 
     def cancel(self, app_handle: AppHandle) -> None:
         """Ask the scheduler to stop the app; a no-op for an unknown or finished app.
@@ -525,7 +530,7 @@ class Runner:
         """
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
         if not self.status(app_handle):
-            raise UnknownAppException(app_handle)
+            raise self._unknown(app_handle)
         return scheduler.log_iter(app_id, role_name, k, regex, since, until, should_tail, streams=streams)
 
     def log_blocks(self, app_handle: AppHandle, role_name: str, k: int, prefix: bytes,
@@ -537,7 +542,7 @@ class Runner:
         if blocks is None:
             return None
         if not self.status(app_handle):
-            raise UnknownAppException(app_handle)
+            raise self._unknown(app_handle)
         return blocks(app_id, role_name, k, streams, prefix)  # type: ignore[no-any-return]
 
     def list(self, scheduler: str, cfg: Optional[Mapping[str, CfgVal]] = None) -> List["ListAppResponse"]:

@@ -151,6 +151,9 @@ class Scheduler(abc.ABC, Generic[T]):
 
     #: whether ``list`` and ``describe`` give back each app's labels (its ``AppDef.metadata``)
     keeps_labels: bool = False
+    #: how this scheduler comes to forget an app it ran (``status`` of it is then an unknown app): the
+    #: CLI's hint says so; None where it only forgets apps deleted on purpose
+    unknown_app_hint: Optional[str] = None
 
     def __init__(self, backend: str, session_name: str) -> None:
         self.backend = backend

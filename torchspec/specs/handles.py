@@ -72,10 +72,12 @@ class UnknownSchedulerException(UsageError):
 class UnknownAppException(UsageError):
     """Raised when the app does not exist (any more) or the session does not own it."""
 
-    def __init__(self, app_handle: AppHandle) -> None:
+    def __init__(self, app_handle: AppHandle, why: Optional[str] = None) -> None:
+        """``why``: how this scheduler comes to forget an app (its ``unknown_app_hint``), for the hint."""
         scheduler = app_handle.split("://", 1)[0] if "://" in app_handle else ""
         super().__init__(f"unknown app {app_handle!r}: the scheduler has no record of it",
-                         "list the apps with: torchspec list" + (f" -s {scheduler}" if scheduler else ""))
+                         (f"{why}; " if why else "")
+                         + "list the apps with: torchspec list" + (f" -s {scheduler}" if scheduler else ""))
         self.args = (f"Unknown app = {app_handle}. Did you forget to call session.run()?"
                      f" Otherwise, the app may have already finished and purged by the scheduler",)
 

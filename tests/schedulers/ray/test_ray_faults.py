@@ -17,6 +17,7 @@ from typing import List
 import pytest
 
 from ray_support import wait_state
+from test_ray_cli import site  # noqa: F401 - the fixture
 from test_ray_cluster import TERMINAL, ray_sched, role, submit  # noqa: F401 - ray_sched: the fixture
 from torchspec import specs
 from torchspec.specs import AppState
@@ -153,3 +154,34 @@ def test_a_node_lost_under_a_replica_fails_the_app_naming_the_node(ray_sched, ra
         assert left_after(sid) == []
     finally:
         ray_cluster.stop_node(node)
+
+
+def test_the_head_restarted_under_an_app(site: str, tmp_path) -> None:
+    """On a cluster of its own: while the head is down, status and cancel are a clear backend error (exit 6);
+    once a head is back on the same address, status says the cluster does not know the app (Ray keeps no
+    job across a head restart without GCS fault tolerance), and a new app runs."""
+    import ray_support
+    from test_ray_cli import cli, spec
+    from test_ray_cli import role as cli_role
+
+    cluster = ray_support.start_cluster()
+    try:
+        cfg = f"dashboard_address={cluster.address}"
+        path = spec(tmp_path, "sleeper", [cli_role("a", "sleep 300")])
+        handle = cli(site, tmp_path, "submit", "-s", "ray", "-c", cfg, path).stdout.strip()
+        assert handle.startswith("ray://"), handle
+        sid = handle.split(f"{cluster.address}-", 1)[1]
+        wait_for(lambda: processes_of(sid), timeout=60)
+        cluster.stop_head()
+        for command in ("status", "cancel"):
+            down = cli(site, tmp_path, command, handle)
+            assert down.returncode == 6 and f"no Ray cluster answers at http://{cluster.address}" in down.stderr, down
+        assert left_after(sid) == []  # the head's end took the job's driver and actors with it
+        cluster.start_head()
+        gone_app = cli(site, tmp_path, "status", handle)
+        assert gone_app.returncode == 2 and "restart" in gone_app.stderr, gone_app.stderr
+        again = cli(site, tmp_path, "submit", "-s", "ray", "-c", cfg, "--wait",
+                    spec(tmp_path, "after", [cli_role("a", "true")]))
+        assert again.returncode == 0, again.stderr
+    finally:
+        cluster.stop()

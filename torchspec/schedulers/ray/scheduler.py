@@ -32,6 +32,9 @@ DELETE_WAIT_S = 30
 class RayScheduler(Scheduler[Dict[str, CfgVal]]):
     """One app is one Ray job whose driver runs every replica as its own actor, gang-scheduled per role."""
 
+    unknown_app_hint = ("a Ray head that restarted forgets every job (unless the cluster has GCS fault"
+                        " tolerance), and its apps stopped with it")
+
     def __init__(self, session_name: str, dashboard_address: Optional[str] = None) -> None:
         super().__init__(BACKEND, session_name)
         self.dashboard_address = dashboard_address
