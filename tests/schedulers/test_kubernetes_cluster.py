@@ -415,6 +415,41 @@ def test_wait_and_logs_follow_go_on_across_an_api_server_restart(real: Target, t
     assert len(lines) == len(set(lines)), f"a line printed twice: {fout}"
 
 
+def test_a_pod_deleted_under_a_running_app_is_retried_then_fails_saying_so(real: Target,
+                                                                             tmp_path: pathlib.Path) -> None:
+    """``kubectl delete pod`` under a running replica: the Job counts it as a failure, so the replica is retried
+    as max_retries says (its restarts count the deleted pod, though the API no longer has it), and once the
+    retries are spent the app is FAILED saying how many pods failed or were deleted, never SUCCEEDED or
+    hanging; delete then leaves nothing."""
+    assert real.cluster is not None
+    spec = write_spec(tmp_path / "deleted.yaml", "deleted", "echo up; sleep 600", replicas=1)
+    spec.write_text(spec.read_text() + "    max_retries: 1\n")
+    handle = submit(spec, real.ns, "job")
+
+    def delete_the_running_pod() -> None:
+        wait_state(handle, ("RUNNING",))
+        deadline = time.monotonic() + 60
+        while not (running := real.cluster.kubectl("get", "pods", "-n", real.ns, "-o", "name",
+                                                   "--field-selector=status.phase=Running").stdout.split()):
+            assert time.monotonic() < deadline, "no pod ever ran"
+            time.sleep(0.5)
+        real.cluster.kubectl("delete", "-n", real.ns, "--wait=true", *running)
+
+    delete_the_running_pod()
+    deadline = time.monotonic() + 90
+    while (st := status(handle))["num_restarts"] != 1 or st["state"] != "RUNNING":
+        assert st["state"] not in ("SUCCEEDED", "FAILED"), st
+        assert time.monotonic() < deadline, f"the deleted pod was never retried: {st}"
+        time.sleep(0.5)
+    delete_the_running_pod()
+    st = wait_state(handle, ("FAILED", "SUCCEEDED", "CANCELLED"), timeout=90)
+    assert st["state"] == "FAILED" and "2 pods failed or deleted" in st["msg"], st
+    done = torchspec("wait", handle, "--timeout", "30")
+    assert done.returncode == 4, done
+    assert torchspec("delete", handle).returncode == 0  # a finished app keeps its objects until deleted (or ttl)
+    wait_gone(real)
+
+
 def test_a_cluster_that_is_not_there_exits_6_naming_the_server(tmp_path: pathlib.Path, k8s_cluster: Cluster,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     config = pathlib.Path(k8s_cluster.kubeconfig).read_text()

@@ -199,6 +199,10 @@ class Flavor(abc.ABC):
         """Whole-app restarts the controller counted, from the top object's ``status``."""
         return 0
 
+    def app_restarts(self, top: List[Obj]) -> int:
+        """Restarts of the app its top objects count (by default the first one's :meth:`restarts`)."""
+        return self.restarts((top[0].get("status") or {}) if top else {})
+
     def pod_templates(self, obj: Obj) -> List[Tuple[str, Obj]]:
         """(where, pod template) of every pod template inside ``obj``, to validate them as Pods."""
         return []

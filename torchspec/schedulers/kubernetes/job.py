@@ -71,8 +71,10 @@ def _job_state(job: Obj) -> Tuple[Optional[AppState], str]:
     conds = true_conditions(job)
     failed = conds.get("Failed") or conds.get("FailureTarget")
     if failed is not None:
+        count = int((job.get("status") or {}).get("failed") or 0)
+        pods = f" ({count} pod{'s' if count != 1 else ''} failed or deleted)" if count else ""
         return AppState.FAILED, (f"job {job['metadata']['name']} failed: {failed.get('reason', '')}"
-                                 f" {failed.get('message', '')}".strip())
+                                 f" {failed.get('message', '')}".strip() + pods)
     if "Complete" in conds or "SuccessCriteriaMet" in conds:
         return AppState.SUCCEEDED, ""
     if "Suspended" in conds or (job.get("spec") or {}).get("suspend"):
@@ -121,6 +123,16 @@ class JobFlavor(Flavor):
         if retry == RetryPolicy.REPLICA and n:
             return f"backoffLimit={n} (Kubernetes < 1.29: {n} retries shared by the role's replicas)"
         return f"backoffLimit={n} (a failed pod is replaced alone; use flavor=jobset to restart all)"
+
+    def app_restarts(self, top: List[Obj]) -> int:
+        """The pods each role's Job replaced: its failed pods (deleted ones too, which the API no longer has),
+        less the one that ended a Job that failed."""
+        total = 0
+        for job in top:
+            failed = int((job.get("status") or {}).get("failed") or 0)
+            ended = "Failed" in true_conditions(job) or "FailureTarget" in true_conditions(job)
+            total += max(0, failed - 1) if ended else failed
+        return total
 
     def controller_state(self, top: List[Obj]) -> Tuple[Optional[AppState], str]:
         """Failed as soon as one role's Job failed; succeeded once every Job completed; pending while

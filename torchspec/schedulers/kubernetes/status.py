@@ -50,6 +50,10 @@ def _index_of(pod: Obj) -> Optional[int]:
     return int(match.group(1)) if match else None
 
 
+#: What the Job controller writes on each pod of an index it made again (backoffLimitPerIndex): earlier failures.
+INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
+
+
 @dataclass
 class PodView:
     """One pod of an app, in torchspec's terms."""
@@ -70,6 +74,9 @@ class PodView:
     running: bool = False
     pod_reason: str = ""  # the pod's own failure, e.g. Evicted or DeadlineExceeded: it wins over the container's
     pod_message: str = ""
+    #: earlier pods of this replica that its Job counted as failed (they may be gone: deleted, or removed by
+    #: the controller), from the pod's index failure count annotation
+    earlier: int = 0
 
     @property
     def state(self) -> AppState:
@@ -154,6 +161,10 @@ def pod_view(pod: Obj, index: Optional[int] = None) -> Optional[PodView]:
     if status.get("reason"):  # pod-level, e.g. Evicted, DeadlineExceeded
         view.pod_reason, view.pod_message = status["reason"], status.get("message") or ""
     _read_container_statuses(view, status.get("containerStatuses") or [])
+    try:
+        view.earlier = int((meta.get("annotations") or {}).get(INDEX_FAILURE_COUNT) or 0)
+    except ValueError:
+        pass
     return view
 
 
@@ -233,12 +244,15 @@ class AppView:
 
     def restarts_of(self, key: str, replica_id: int) -> int:
         attempts = self.attempts(key, replica_id)
-        return len(attempts) - 1 + attempts[-1].restarts if attempts else 0
+        if not attempts:
+            return 0
+        # pods a user deleted are gone from the API: the Job's count on the latest pod still knows them
+        return max(len(attempts) - 1, attempts[-1].earlier) + attempts[-1].restarts
 
     @property
     def app_restarts(self) -> int:
         """Whole-app restarts the controller counted (JobSet, Volcano), else 0."""
-        return self.flavor_impl.restarts((self.top[0].get("status") or {}) if self.top else {})
+        return self.flavor_impl.app_restarts(self.top)
 
     @property
     def controller_state(self) -> Tuple[Optional[AppState], str]:
@@ -288,8 +302,10 @@ class KubernetesReplicaStatus(ReplicaRunStatus):
 
 
 #: A replica with no pod in an app that has ended: its Job deleted the pod (a Job whose pods restart in place,
-#: restartPolicy OnFailure as JobSet and Kubeflow's runtimes default to, deletes them when it fails).
-GONE = "its pod is gone: the controller removed it when the app ended (its state and exit code with it)"
+#: restartPolicy OnFailure as JobSet and Kubeflow's runtimes default to, deletes them when it fails), or
+#: somebody did (``kubectl delete pod``).
+GONE = ("its pod is gone (deleted, or removed by its controller when the app ended): its state and exit code"
+        " went with it")
 
 
 def _role_statuses(view: AppView) -> List[RoleStatus]:
