@@ -37,6 +37,10 @@ _STRAY_ROUNDS = 100
 # How long to wait for SIGKILLed processes that are not ours to reap to be gone.
 _DIE_S = 5.0
 
+# How much later than a record a process may seem to have started and still be the one recorded: /proc gives
+# the boot time in whole seconds.
+_CLOCK_SLACK_S = 2.0
+
 
 def pid_alive(pid: Optional[int]) -> bool:
     """True while ``pid`` runs; zombies count as dead.
@@ -86,6 +90,17 @@ def _stat(pid: int) -> List[bytes]:
             return stat.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
         return []
+
+
+def started_at(pid: int) -> Optional[float]:
+    """When process ``pid`` started, in epoch seconds (to about a second); None where ``/proc`` cannot tell."""
+    fields = _stat(pid)
+    try:
+        with open("/proc/stat", "rb") as stat:
+            boot = next(int(line.split()[1]) for line in stat if line.startswith(b"btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of stat: start time in ticks
+    except (OSError, IndexError, ValueError, StopIteration):
+        return None
 
 
 def _pids() -> Iterator[int]:
@@ -224,8 +239,19 @@ def kill_tagged(app_id: str) -> None:
     _kill_rounds(tagged, reap=False)
 
 
-def kill_orphans(pgids: List[Tuple[int, int]], grace_s: float, app_id: str) -> None:
-    """Stop what an app whose supervisor is gone left running: its replicas' groups, then its strays."""
+def kill_orphans(pgids: List[Tuple[int, int]], grace_s: float, app_id: str,
+                 recorded_at: Optional[float] = None) -> None:
+    """Stop what an app whose supervisor is gone left running: its replicas' groups, then its strays.
+
+    ``recorded_at``: when ``pgids`` were last seen running.  A leader alive
+    now that started after that is not the replica recorded but a process
+    that got its pid since (a record that could not be updated, read again
+    and again): its group is left alone.  A dead leader's group is stopped,
+    for the kernel gives no new group the id of one that still has members.
+    """
+    if recorded_at is not None:
+        late = recorded_at + _CLOCK_SLACK_S
+        pgids = [(pid, pgid) for pid, pgid in pgids if (started_at(pid) or late) <= late]
     kill_groups(pgids, grace_s)
     kill_tagged(app_id)
 
@@ -240,4 +266,5 @@ __all__ = [
     "reap_strays",
     "set_child_subreaper",
     "signal_group",
+    "started_at",
 ]

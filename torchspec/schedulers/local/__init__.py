@@ -18,6 +18,9 @@ replica runs there in a process group of its own.  The layout of one app::
         supervisor.lock      held by the supervisor while it lives
         supervisor.log       the supervisor's own output
         trainer/0/output.log (stdout and stderr, once: see logs.py) and error.json if the replica writes one
+    $STATE_DIR/apps/.hello-k3x9q2.reserve
+                             disk space set aside until the app's end is recorded: freed for the state
+                             when a replica's output fills the disk (see state.py)
 
 The package, lowest module first (each imports only those above it):
 

@@ -28,7 +28,14 @@ from types import FrameType
 from typing import Any, Dict, Optional
 
 from torchspec.schedulers.processes import kill_orphans, kill_strays, set_child_subreaper
-from torchspec.schedulers.local.state import now_iso, read_state, running_groups, supervisor_died, update_state
+from torchspec.schedulers.local.state import (
+    now_iso,
+    read_state,
+    running_groups,
+    saved_at,
+    supervisor_died,
+    update_state,
+)
 from torchspec.schedulers.local.states import TERMINAL
 
 
@@ -51,14 +58,18 @@ def start_guard(app_dir: str) -> None:
     except BaseException:
         import traceback  # only now: the supervisor, forked from here, starts without it
 
-        traceback.print_exc()
+        with contextlib.suppress(BaseException):  # never back into the supervisor's code from here
+            traceback.print_exc()
     finally:
-        sys.stdout.flush()
+        with contextlib.suppress(BaseException):  # the log's disk may be full: exit all the same
+            sys.stdout.flush()
         os._exit(code)
 
 
 def _say(message: str) -> None:
-    print(f"{now_iso()} guard: {message}", flush=True)
+    """One line in ``supervisor.log``, where it can be written (the disk may be full or read-only)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(f"{now_iso()} guard: {message}", flush=True)
 
 
 def _how(status: int) -> str:
@@ -97,7 +108,7 @@ def _guard(supervisor: int, app_dir: str) -> int:
     if not unfinished:
         return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1
     app_id = str((state or {}).get("app_id") or os.path.basename(app_dir))
-    kill_orphans(running_groups(state or {}), 0, app_id)  # where no subreaper caught them
+    kill_orphans(running_groups(state or {}), 0, app_id, saved_at(state or {}))  # where no subreaper caught them
     try:
         update_state(app_dir, lambda current: supervisor_died(current, app_dir, _how(status)))
     except StateError as e:

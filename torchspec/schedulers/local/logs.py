@@ -16,11 +16,14 @@ read with :func:`parse_log_line`.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 from datetime import datetime, timezone
-from typing import IO, TYPE_CHECKING, Any, Iterator, Mapping, Optional, Tuple
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Tuple
 
+from torchspec.schedulers.local.state import NO_SPACE
 from torchspec.schedulers.local.states import TERMINAL
 
 if TYPE_CHECKING:  # the supervisor imports this module for LogWriter alone, and must start fast
@@ -37,18 +40,58 @@ _TIME = b"t"
 _VIEWS = {"stdout": (b"o", b"m"), "stderr": (b"e", b"m"), "combined": (b"o", b"e", b"m")}
 
 
+class LogTrouble:
+    """The first write that failed in any log of one app, shared by its writers, and what each then drops.
+
+    A writer that cannot write stores nothing more (the replica keeps
+    running; its output is read and dropped, so it never blocks on a full
+    pipe).  A disk with no room stops every writer of the app at once: the
+    space the supervisor then frees is for the app's state, not for another
+    replica's output.  ``on_trouble`` is called once, at the first failure,
+    in the failing writer's thread.
+    """
+
+    def __init__(self, on_trouble: Callable[[], None] = lambda: None) -> None:
+        #: the first error, its ``filename`` the log's path; the time it happened
+        self.error: Optional[OSError] = None
+        self.since = 0.0
+        #: set once a write found no room: every writer drops what it is given from then on
+        self.no_space = False
+        self._on_trouble = on_trouble
+        self._lock = threading.Lock()
+
+    def failed(self, path: str, e: OSError) -> None:
+        with self._lock:
+            first = self.error is None
+            if first:
+                self.error, self.since = OSError(e.errno, e.strerror, path), time.time()
+            self.no_space = self.no_space or e.errno in NO_SPACE
+        if first:
+            self._on_trouble()
+
+
 class LogWriter:
     """Appends a replica's output to its ``output.log``; lines from several pipes, one lock, one file.
 
     The time is taken inside the lock, so time lines are in file order and
-    ``log_iter`` can stop at the first line past ``until``.
+    ``log_iter`` can stop at the first line past ``until``.  A write that
+    fails (the disk full, read-only) is reported to ``trouble`` and leaves
+    whole lines only: the piece of a line a short write left is cut off.
+    From then on the writer counts the lines it drops (:attr:`lost_lines`).
     """
 
-    def __init__(self, path: str) -> None:
-        self._file: IO[bytes] = open(path, "ab", buffering=0)
+    def __init__(self, path: str, trouble: Optional[LogTrouble] = None) -> None:
+        self.path = path
+        self.trouble = trouble or LogTrouble()
+        self.lost_lines = 0
         self._lock = threading.Lock()
         self._closed = False
         self._last_mark = float("-inf")
+        self._file: Optional[IO[bytes]] = None
+        try:
+            self._file = open(path, "ab", buffering=0)
+        except OSError as e:
+            self.trouble.failed(path, e)
 
     def write(self, stream: str, data: bytes) -> None:
         """One line the replica printed on ``stream`` (``stdout`` or ``stderr``)."""
@@ -68,17 +111,39 @@ class LogWriter:
         with self._lock:
             if self._closed:
                 return
+            if self._file is None or self.trouble.no_space:
+                self.lost_lines += data.count(b"\n")
+                return
             now = time.time()
             if now - self._last_mark >= TIME_MARK_S:
                 self._last_mark = now
-                self._file.write(_TIME + b"%.6f\n" % now + tag + data)
+                self._store(_TIME + b"%.6f\n" % now + tag + data)
             else:
-                self._file.write(tag + data)
+                self._store(tag + data)
+
+    def _store(self, buf: bytes) -> None:
+        """Append ``buf``; where that fails, keep the whole lines that made it, count the rest and stop."""
+        assert self._file is not None
+        written = 0
+        try:
+            while written < len(buf):
+                written += self._file.write(memoryview(buf)[written:])
+        except OSError as e:
+            kept = buf.rfind(b"\n", 0, written) + 1
+            if kept < written:  # a line cut short: take it back, so the log holds whole lines only
+                fd = self._file.fileno()
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, os.fstat(fd).st_size - (written - kept))
+            self.lost_lines += buf.count(b"\n", kept)
+            self._file.close()
+            self._file = None
+            self.trouble.failed(self.path, e)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            self._file.close()
+            if self._file is not None:
+                self._file.close()
 
 
 class OutputParser:
@@ -211,4 +276,4 @@ def replica_finished(request: "LocalRequest", state: Mapping[str, Any], role_nam
     return True
 
 
-__all__ = ["LogWriter", "OutputParser", "TIME_MARK_S", "parse_log_line", "replica_finished", "view_blocks"]
+__all__ = ["LogTrouble", "LogWriter", "OutputParser", "TIME_MARK_S", "parse_log_line", "replica_finished", "view_blocks"]

@@ -87,6 +87,16 @@ class _Pipe:
             self.rest = b""
 
 
+def _report() -> None:
+    """The traceback of the exception being handled, in ``supervisor.log`` where it can still be written."""
+    import traceback
+
+    try:
+        traceback.print_exc()
+    except (OSError, ValueError):  # the disk full, read-only: the pump must go on reading every pipe
+        pass
+
+
 class Pump:
     """One daemon thread that copies pipes into logs and reports process exits; started on first use."""
 
@@ -139,9 +149,7 @@ class Pump:
                 try:
                     self._dispatch(key)
                 except Exception:  # one bad callback must not stop every replica's logs
-                    import traceback
-
-                    traceback.print_exc()
+                    _report()
 
     def _dispatch(self, key: "selectors.SelectorKey") -> None:
         if key.data is None:

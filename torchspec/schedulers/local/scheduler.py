@@ -9,6 +9,7 @@ first reader to notice marks the app FAILED and stops its replicas.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -33,20 +34,28 @@ from torchspec.schedulers.local.logs import OutputParser, parse_log_line, replic
 from torchspec.schedulers.local.options import DEFAULT_KILL_GRACE_S, local_run_opts
 from torchspec.schedulers.processes import kill_orphans, pid_alive
 from torchspec.schedulers.local.state import (
+    NO_SPACE,
+    RESERVE_BYTES,
     damaged,
     end_replicas,
     finish_app,
+    folder_problem,
     initial_state,
     is_valid_app_id,
     load_request,
+    make_reserve,
     read_json,
     read_request,
     read_state,
+    release_reserve,
     running_groups,
+    saved_at,
     supervisor_died,
     supervisor_lock_held,
+    unwritable,
     update_state,
     write_json,
+    write_problem,
 )
 from torchspec.schedulers.local.states import (
     APPS,
@@ -150,7 +159,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         def record_pid(state: Dict[str, Any]) -> None:
             state["supervisor"]["pid"] = state["supervisor"].get("pid") or proc.pid
 
-        update_state(request.app_dir, record_pid)
+        update_state(request.app_dir, record_pid, [])  # a help to readers only: the supervisor records its pid
         self._supervisors[request.app_id] = proc
         return request.app_id
 
@@ -206,10 +215,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
                 )
             roles_statuses.append(RoleStatus(role=role_name, replicas=replicas))
 
-        msg = state.get("msg") or ""
-        silence = time.time() - float(state.get("supervisor", {}).get("heartbeat", 0))
-        if state.get("state") not in TERMINAL and silence > HEARTBEAT_TIMEOUT_S:
-            msg = f"{msg} (no heartbeat from the supervisor for {silence:.0f}s: it may be stalled)".lstrip()
+        msg = _message(app_dir, state)
         return DescribeAppResponse(
             app_id=app_id,
             state=app_state(state.get("state")),
@@ -268,20 +274,23 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         def request_cancel(state: Dict[str, Any]) -> None:
             state["cancel_requested"] = True
 
-        state = update_state(app_dir, request_cancel)
+        unrecorded: List[OSError] = []  # a read-only or full disk: a running supervisor hears SIGTERM all the same
+        state = update_state(app_dir, request_cancel, unrecorded)
         if state.get("state") in TERMINAL:
             return
         supervisor = state.get("supervisor", {})
         pid = supervisor.get("pid")
         if self._supervisor_alive(app_dir, state):
             if not (supervisor.get("ready") and pid):
+                if unrecorded:
+                    raise unwritable(os.path.join(app_dir, STATE_FILE), unrecorded[0])
                 return  # still starting: it reads cancel_requested once ready
             try:
                 os.kill(pid, signal.SIGTERM)
                 return
             except ProcessLookupError:
                 pass  # it died just now: stop the replicas from here
-        kill_orphans(running_groups(state), _kill_grace_s(app_dir), app_id)
+        kill_orphans(running_groups(state), _kill_grace_s(app_dir), app_id, saved_at(state))
 
         def cancelled(state: Dict[str, Any]) -> None:
             end_replicas(state, "CANCELLED")
@@ -289,7 +298,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
                 state, "CANCELLED", "cancelled; the supervisor was not running, so torchspec stopped the replicas"
             )
 
-        update_state(app_dir, cancelled)
+        update_state(app_dir, cancelled, [])  # stopped all the same; status says why it is not recorded
 
     def delete(self, app_id: str) -> None:
         """Cancel the app if it runs, wait for it to end, then remove its folder (and the link to it)."""
@@ -309,9 +318,13 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
             raise BackendError(f"app {app_id} did not stop in time; its folder {app_dir} is kept",
                                f"try again, or look at {os.path.join(app_dir, SUPERVISOR_LOG)}")
         link = os.path.join(self.state_dir, APPS, app_id)
-        if os.path.islink(link):
-            os.unlink(link)
-        shutil.rmtree(app_dir)
+        try:
+            if os.path.islink(link):
+                os.unlink(link)
+            shutil.rmtree(app_dir)
+        except OSError as e:
+            raise unwritable(app_dir, e, "remove the app folder") from None
+        release_reserve(app_dir)
 
     # -- logs ---------------------------------------------------------------
 
@@ -435,13 +448,23 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         if self._supervisor_alive(app_dir, state):
             return state
 
+        last: List[str] = []
+
         def mark_failed(current: Dict[str, Any]) -> None:
             if self._supervisor_alive(app_dir, current):
                 return
-            kill_orphans(running_groups(current), 1.0, os.path.basename(app_dir))
+            last.append(str(current.get("state", "SUBMITTED")))
+            kill_orphans(running_groups(current), 1.0, os.path.basename(app_dir), saved_at(current))
             supervisor_died(current, app_dir)
 
-        return update_state(app_dir, mark_failed)
+        unrecorded: List[OSError] = []
+        state = update_state(app_dir, mark_failed, unrecorded)
+        if unrecorded and last:  # FAILED for this reader only: the next one looks again
+            problem = write_problem(str(unrecorded[0].filename), unrecorded[0])
+            state["msg"] = (f"how the app ended was not recorded: {problem}; its supervisor (pid"
+                            f" {state.get('supervisor', {}).get('pid')}) is gone and no process of the app runs"
+                            f" any more (last recorded: {last[0]})")
+        return state
 
     def wait_for_change(self, app_id: str, timeout: float) -> None:
         """Wake when the app's folder changes (the supervisor replaces state.json on every change)."""
@@ -463,12 +486,31 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         self._watches.clear()
 
 
+#: Why a folder cannot be written that is the disk's doing, not the user's choice of folder (BackendError, exit 6).
+_DISK_ERRORS = NO_SPACE | {errno.EROFS, errno.EIO}
+
+
+def _message(app_dir: str, state: Mapping[str, Any]) -> str:
+    """The app's message, and what keeps torchspec from recording it: a full or read-only disk, a stall."""
+    parts = [state.get("msg") or ""]
+    if state.get("state") not in TERMINAL:
+        problem = folder_problem(app_dir)
+        silence = time.time() - float(state.get("supervisor", {}).get("heartbeat", 0))
+        if problem:
+            parts.append(f"{problem}: the state shown is the last torchspec could record")
+        elif silence > HEARTBEAT_TIMEOUT_S:
+            parts[0] = f"{parts[0]} (no heartbeat from the supervisor for {silence:.0f}s: it may be stalled)".lstrip()
+    parts.append(state.get("write_error") or "")
+    return "; ".join(part for part in parts if part)
+
+
 def _write_app_folder(request: LocalRequest) -> None:
     """Everything the supervisor reads, in a new folder: spec, request, empty logs, the first state.
 
     The log files exist before any replica does, so ``logs`` right after a
     submit reads an empty log instead of failing.  A ``state_dir`` elsewhere
-    gets its link in the scheduler's own ``apps`` folder.
+    gets its link in the scheduler's own ``apps`` folder.  A folder that
+    cannot be written whole (the disk full) is removed again: no half app.
     """
     app_dir = request.app_dir
     try:
@@ -477,15 +519,30 @@ def _write_app_folder(request: LocalRequest) -> None:
     except OSError as e:
         if isinstance(e, FileExistsError) and os.path.isdir(app_dir):
             raise RuntimeError(f"app folder {app_dir} already exists: submit the app again for a new id") from None
+        if e.errno in _DISK_ERRORS:
+            raise unwritable(app_dir, e, "create the app folder") from None
         raise AppRefusedError(f"cannot create the app folder {app_dir}: {e.strerror or e}"
                               " (check the state_dir run option or TORCHSPEC_HOME)") from None
+    try:
+        _fill_app_folder(request)
+    except OSError as e:
+        release_reserve(app_dir)
+        shutil.rmtree(app_dir, ignore_errors=True)
+        raise unwritable(app_dir, e, "write the app folder") from None
+
+
+def _fill_app_folder(request: LocalRequest) -> None:
+    """The files of :func:`_write_app_folder`'s new folder, and the app's reserve of disk space beside it."""
+    app_dir = request.app_dir
     write_json(os.path.join(app_dir, SPEC_FILE), request.spec)
     write_json(os.path.join(app_dir, REQUEST_FILE), request.to_json())
     for role in request.roles:
         for replica in role.replicas:
             os.makedirs(os.path.dirname(replica.output), exist_ok=True)
             open(replica.output, "ab").close()
-    write_json(os.path.join(app_dir, STATE_FILE), initial_state(request))
+    state_file = os.path.join(app_dir, STATE_FILE)
+    write_json(state_file, initial_state(request))
+    make_reserve(app_dir, RESERVE_BYTES + 2 * os.path.getsize(state_file))
     if request.index_dir:
         os.makedirs(request.index_dir, exist_ok=True)
         os.symlink(app_dir, os.path.join(request.index_dir, request.app_id))

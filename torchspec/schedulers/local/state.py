@@ -13,7 +13,15 @@ of ``torchspec status``/``log``/``cancel`` commands, a second submit.  So:
   is how everyone else knows it is alive;
 - a file that cannot be read as what it should be (not JSON, a folder, a
   newer format) raises :class:`~torchspec.errors.StateError` naming the
-  file and the reason, never a bare ``OSError`` or ``ValueError``.
+  file and the reason, never a bare ``OSError`` or ``ValueError``; so does
+  a file that cannot be written (the disk full, a read-only file system),
+  saying so, unless the caller asked to go on without the write
+  (``update_state(..., unrecorded=[])``): readers then still answer, from the
+  state they could not record;
+- a reserve of disk space (``.APP_ID.reserve`` beside the app folder) is
+  set aside at submit, so that when a replica's output fills the disk the
+  supervisor can free it and still record the app (and its end); the
+  reserve goes when the app's end is recorded.
 
 The edits of a state dict that both the scheduler and the supervisor make
 (the first state, ending the app, ending its replicas) live here too, so
@@ -24,10 +32,12 @@ scheduler or the supervisor.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import re
+import stat
 import threading
 import time
 from datetime import datetime, timezone
@@ -70,6 +80,52 @@ def _state_error(message: str, hint: str) -> "StateError":
     return StateError(message, hint)
 
 
+#: The errors of a disk with no room left for us: the supervisor frees the app's reserve and writes again.
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+#: What :func:`make_reserve` sets aside besides twice the first state: a few state saves and supervisor lines.
+RESERVE_BYTES = 1 << 16
+
+
+def write_problem(path: str, e: OSError, action: str = "write") -> str:
+    """``cannot write PATH: No space left on device (ENOSPC)``: the file, the reason, and its errno to search for."""
+    name = errno.errorcode.get(e.errno or 0)
+    return f"cannot {action} {path}: {e.strerror or e}" + (f" ({name})" if name else "")
+
+
+def write_hint(folder: str, e: OSError) -> str:
+    """What to do about a write in ``folder`` that failed with ``e``."""
+    elsewhere = "or point the state_dir run option (or TORCHSPEC_HOME) at another disk"
+    if e.errno in NO_SPACE:
+        return f"free space on the disk of {folder} (see `df {folder}`), {elsewhere}"
+    if e.errno == errno.EROFS:
+        return f"{folder} is on a read-only file system: remount it read-write, {elsewhere}"
+    return f"make {folder} writable, {elsewhere}"
+
+
+def unwritable(path: str, e: OSError, action: str = "write") -> "StateError":
+    """The error for an app file that cannot be written: which file, why (full, read-only), what to do."""
+    return _state_error(write_problem(path, e, action), write_hint(os.path.dirname(path), e))
+
+
+def folder_problem(folder: str) -> str:
+    """Why the disk lets nothing new be written in ``folder`` now (read-only, full), or ''.
+
+    What the disk does to everyone, not permissions: a reader may look at
+    an app it could not write, which its supervisor writes all the same.
+    """
+    try:
+        disk = os.statvfs(folder)
+    except OSError:
+        return ""
+    code = 0
+    if disk.f_flag & os.ST_RDONLY:
+        code = errno.EROFS
+    elif disk.f_blocks and (disk.f_bfree if os.geteuid() == 0 else disk.f_bavail) == 0:
+        code = errno.ENOSPC
+    return write_problem(folder, OSError(code, os.strerror(code))) if code else ""
+
+
 def damaged(path: str, reason: object) -> "StateError":
     """The error for an app file that cannot be used: which file, why, and what to do about it."""
     if isinstance(reason, OSError):
@@ -87,7 +143,7 @@ def locked(app_dir: str) -> Iterator[None]:
     """Hold the app's exclusive lock for a read-modify-write of ``state.json``."""
     path = os.path.join(app_dir, LOCK_FILE)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(path)
     except OSError as e:
         raise damaged(path, e) from None
     try:
@@ -95,6 +151,20 @@ def locked(app_dir: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def _open_lock(path: str) -> int:
+    """A lock file, opened to ``flock`` it: created if need be, read-only where it cannot be written.
+
+    ``flock`` works on any open file, and a file system turned read-only
+    refuses every open for writing: readers still take the lock there.
+    """
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        return os.open(path, os.O_RDONLY)
 
 
 def write_json(path: str, data: Any) -> None:
@@ -161,12 +231,17 @@ def _check_state(path: str, state: Any) -> None:
         raise damaged(path, "not a torchspec app state")
 
 
-def update_state(app_dir: str, change: Callable[[Dict[str, Any]], Optional[Dict[str, Any]]]) -> Dict[str, Any]:
+def update_state(app_dir: str, change: Callable[[Dict[str, Any]], Optional[Dict[str, Any]]],
+                 unrecorded: Optional[List[OSError]] = None) -> Dict[str, Any]:
     """Apply ``change`` to the state under the lock and write the result; returns what is on disk after.
 
     ``change`` edits the dict in place (or returns a replacement).  When the
     state on disk is already terminal, ``change`` is not called: a finished
-    app stays finished whoever else is still writing.
+    app stays finished whoever else is still writing.  A write that fails
+    (the disk full, read-only) raises a StateError saying so; given an
+    ``unrecorded`` list, the error is appended to it instead and the changed
+    state returned, though it is not on disk.  Recording the app's end frees
+    its reserve of disk space.
     """
     with locked(app_dir):
         state = read_state(app_dir) or {}
@@ -179,8 +254,47 @@ def update_state(app_dir: str, change: Callable[[Dict[str, Any]], Optional[Dict[
         try:
             write_json(path, new)
         except OSError as e:
-            raise damaged(path, e) from None
+            if unrecorded is None:
+                raise unwritable(path, e) from None
+            unrecorded.append(OSError(e.errno, e.strerror, path))
+            return new
+        if new.get("state") in TERMINAL:
+            release_reserve(app_dir)
         return new
+
+
+def _reserve_path(app_dir: str) -> str:
+    """``.APP_ID.reserve`` beside the app folder: on its disk, yet no file of the app's documented layout."""
+    folder, app_id = os.path.split(os.path.normpath(app_dir))
+    return os.path.join(folder, f".{app_id}.reserve")
+
+
+def make_reserve(app_dir: str, size: int) -> None:
+    """Set ``size`` bytes of the app folder's disk aside, for :func:`release_reserve` to give back when it is full."""
+    fd = os.open(_reserve_path(app_dir), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except (OSError, AttributeError) as e:  # no fallocate here: blocks written are blocks taken too
+            if isinstance(e, OSError) and e.errno in NO_SPACE:
+                raise
+            data = memoryview(os.urandom(size))  # not zeros, which a compressing file system would not store
+            while data:
+                data = data[os.write(fd, data):]
+    except BaseException:
+        release_reserve(app_dir)
+        raise
+    finally:
+        os.close(fd)
+
+
+def release_reserve(app_dir: str) -> bool:
+    """Give the app's reserve of disk space back (the disk is full, or the app ended); True if there was one."""
+    try:
+        os.unlink(_reserve_path(app_dir))
+        return True
+    except OSError:
+        return False
 
 
 def hold_supervisor_lock(app_dir: str, timeout_s: float = 5.0) -> int:
@@ -209,7 +323,10 @@ def supervisor_lock_held(app_dir: str) -> bool:
     """True while some process (the supervisor) holds the app's supervisor lock."""
     path = os.path.join(app_dir, SUPERVISOR_LOCK)
     try:
-        fd = os.open(path, os.O_RDWR)
+        fd = os.open(path, os.O_RDONLY)  # enough to flock it, and possible on a read-only file system
+        if stat.S_ISDIR(os.fstat(fd).st_mode):  # which opens read-only, where read-write would be refused
+            os.close(fd)
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     except FileNotFoundError:
         return False
     except OSError as e:
@@ -308,6 +425,12 @@ def supervisor_died(state: Dict[str, Any], app_dir: str, how: str = "") -> None:
                                 f" its replicas were stopped. See {os.path.join(app_dir, SUPERVISOR_LOG)}")
 
 
+def saved_at(state: Mapping[str, Any]) -> Optional[float]:
+    """When ``state`` was last saved by its supervisor (its heartbeat), in epoch seconds; None if never."""
+    beat = state.get("supervisor", {}).get("heartbeat")
+    return float(beat) if isinstance(beat, (int, float)) and not isinstance(beat, bool) else None
+
+
 def running_groups(state: Mapping[str, Any]) -> List[Tuple[int, int]]:
     """``(pid, pgid)`` of every replica ``state`` records as started and not finished."""
     groups = []
@@ -319,21 +442,30 @@ def running_groups(state: Mapping[str, Any]) -> List[Tuple[int, int]]:
 
 
 __all__ = [
+    "NO_SPACE",
+    "RESERVE_BYTES",
     "damaged",
     "end_replicas",
     "finish_app",
+    "folder_problem",
     "hold_supervisor_lock",
     "initial_state",
     "is_valid_app_id",
     "load_request",
     "locked",
+    "make_reserve",
     "now_iso",
     "read_json",
     "read_request",
     "read_state",
+    "release_reserve",
     "running_groups",
+    "saved_at",
     "supervisor_died",
     "supervisor_lock_held",
+    "unwritable",
     "update_state",
+    "write_hint",
     "write_json",
+    "write_problem",
 ]

@@ -35,7 +35,14 @@ the command that submitted the app and ignores that terminal's Ctrl-C.  It:
 - writes ``state.json`` (under its lock) when something changes, at most
   every 50 ms while replicas start or end (every save rewrites the state of
   every replica), at once when the app ends, and at least every second as a
-  heartbeat.
+  heartbeat;
+- outlives a disk that fills up or turns read-only: a log that cannot be
+  written stops keeping output (the replicas run on, their pipes still
+  read) and the state records why (``write_error``); a state that cannot be
+  saved is saved again at the next heartbeat, after freeing the app's
+  reserve of disk space where the disk is full; an end that cannot be
+  recorded within :data:`_RECORD_END_S` is given up on (exit code 1), for
+  readers to report from what they find.
 
 It gives up on an app somebody else already marked finished (e.g. declared
 its supervisor dead after a long stall): it stops the replicas and exits.
@@ -53,16 +60,19 @@ from types import FrameType
 from typing import Any, Callable, Dict, List, Optional
 
 from torchspec.schedulers.local.guard import start_guard
-from torchspec.schedulers.local.logs import LogWriter
+from torchspec.schedulers.local.logs import LogTrouble, LogWriter
 from torchspec.schedulers.processes import kill_strays, reap_strays, signal_group
 from torchspec.schedulers.local.pump import Drain, Pump
 from torchspec.schedulers.local.state import (
+    NO_SPACE,
     finish_app,
     hold_supervisor_lock,
     now_iso,
     read_json,
     read_state,
+    release_reserve,
     update_state,
+    write_problem,
 )
 from torchspec.schedulers.local.states import (
     ENV_RESTART_COUNT,
@@ -88,12 +98,21 @@ _DRAIN_S = 2.0
 # The exit code a replica gets when its program cannot even be started, as in shells.
 _CANNOT_START = 127
 
+# How long the supervisor tries to record the app's end where state.json cannot be written (full, read-only).
+_RECORD_END_S = 5.0
 
 
 def _say(message: str) -> None:
-    """One line in ``supervisor.log``: what the supervisor did, for whoever debugs an app."""
-    sys.stdout.write(f"{now_iso()} {message}\n")  # one write a line (print writes the end apart)
-    sys.stdout.flush()
+    """One line in ``supervisor.log``: what the supervisor did, for whoever debugs an app.
+
+    Where the log cannot be written (the disk full, read-only) the line is
+    lost: the app must not end for want of its supervisor's diary.
+    """
+    try:
+        sys.stdout.write(f"{now_iso()} {message}\n")  # one write a line (print writes the end apart)
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _describe_exit(code: Optional[int]) -> str:
@@ -115,12 +134,13 @@ class _Replica:
     """One replica: its request, its record in the state (edited in place) and its current process."""
 
     def __init__(self, index: int, role: RoleRequest, request: ReplicaRequest, record: Dict[str, Any],
-                 pump: Pump, on_exit: "Callable[[_Replica, subprocess.Popen[bytes]], None]") -> None:
+                 pump: Pump, on_exit: "Callable[[_Replica, subprocess.Popen[bytes]], None]",
+                 trouble: LogTrouble) -> None:
         self.index = index
         self.role = role
         self.request = request
         self.record = record
-        self.logs = LogWriter(request.output)
+        self.logs = LogWriter(request.output, trouble)
         self.proc: Optional["subprocess.Popen[bytes]"] = None
         self.drain = Drain(0)
         self.launch_failed = False
@@ -229,6 +249,9 @@ class Supervisor:
         self.cancel = threading.Event()
         self.wake = threading.Event()
         self.disowned = False
+        #: why the last save did not reach state.json (None when it did)
+        self.unsaved: Optional[OSError] = None
+        self.trouble = LogTrouble(self._on_log_trouble)
         self._last_save = 0.0
         self._dirty = False
         self._lock_fd: Optional[int] = None
@@ -243,7 +266,12 @@ class Supervisor:
         return self.state["roles"][role.name]
 
     def save(self) -> None:
-        """Write the state (and heartbeat); pick up a cancel request or notice the app was taken from us."""
+        """Write the state (and heartbeat); pick up a cancel request or notice the app was taken from us.
+
+        Where the disk is full, the app's reserve is freed for the state and
+        the write tried again; a write that still fails is left for the next
+        heartbeat (:attr:`unsaved` says why).
+        """
 
         def merge(disk: Dict[str, Any]) -> Dict[str, Any]:
             if disk.get("cancel_requested"):
@@ -251,12 +279,37 @@ class Supervisor:
             self.state["supervisor"]["heartbeat"] = time.time()
             return self.state
 
-        disk = update_state(self.app_dir, merge)
+        self._note_trouble()
+        failed: List[OSError] = []
+        disk = update_state(self.app_dir, merge, failed)
+        if failed and failed[0].errno in NO_SPACE and release_reserve(self.app_dir):
+            _say("the disk is full: freed the app's reserve of space to record its state")
+            failed.clear()
+            disk = update_state(self.app_dir, merge, failed)
         self._last_save = time.monotonic()
+        if failed and self.unsaved is None:
+            _say(f"cannot record the app's state: {write_problem(str(failed[0].filename), failed[0])}")
+        self.unsaved = failed[0] if failed else None
         if self.state.get("cancel_requested"):
             self.cancel.set()
         if disk is not self.state and disk.get("state") in TERMINAL:
             self.disowned = True
+
+    def _on_log_trouble(self) -> None:
+        """In the pump's thread: a log could not be written; the main loop records why, soon."""
+        self._dirty = True
+        self.wake.set()
+
+    def _note_trouble(self) -> None:
+        """Put in the state what no log could store since when (``write_error``, shown after the message)."""
+        error = self.trouble.error
+        if error is None:
+            return
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.trouble.since))
+        what = "no replica's output is kept" if self.trouble.no_space else "that log keeps no more output"
+        lost = sum(replica.logs.lost_lines for replica in self.replicas)
+        lost_s = f"{lost} lines lost" if self.state.get("state") in TERMINAL else f"{lost} lines lost so far"
+        self.state["write_error"] = f"{write_problem(str(error.filename), error)}: {what} from {since} on ({lost_s})"
 
     def heartbeat(self) -> None:
         """Save when a change waits (at most every :data:`_SAVE_EVERY_S`) or the heartbeat is due."""
@@ -325,11 +378,20 @@ class Supervisor:
         kill_strays([replica.proc.pid for replica in running if replica.proc])
 
     def finish(self, final: str, msg: str) -> int:
+        """Record the app's end; where that cannot be written for :data:`_RECORD_END_S`, exit 1 without it."""
         kill_strays()  # what the replicas left behind outside their process groups, before anyone sees the end
         finish_app(self.state, final, msg)
         self.save()
+        deadline = time.monotonic() + _RECORD_END_S
+        while self.unsaved is not None and time.monotonic() < deadline:
+            time.sleep(HEARTBEAT_INTERVAL_S / 2)
+            self.save()
         for replica in self.replicas:
             replica.logs.close()
+        if self.unsaved is not None:
+            problem = write_problem(str(self.unsaved.filename), self.unsaved)
+            _say(f"app {self.request.app_id}: {final} {msg}; this could not be recorded: {problem}")
+            return 1
         _say(f"app {self.request.app_id}: {final} {msg}".rstrip())
         return 0
 
@@ -349,7 +411,7 @@ class Supervisor:
                 signal_group(replica.record.get("pgid"), signal.SIGKILL)
         kill_strays()
 
-        update_state(self.app_dir, lambda state: finish_app(state, "FAILED", msg))
+        update_state(self.app_dir, lambda state: finish_app(state, "FAILED", msg), [])
 
     # -- retries ------------------------------------------------------------
 
@@ -452,7 +514,7 @@ class Supervisor:
             records = self._role_state(role)["replicas"]
             for replica in role.replicas:
                 self.replicas.append(_Replica(len(self.replicas), role, replica, records[replica.replica_id],
-                                              self.pump, self._on_exit))
+                                              self.pump, self._on_exit, self.trouble))
         if self.state.get("cancel_requested"):
             return self.finish("CANCELLED", "cancelled before it started")
 
@@ -536,7 +598,10 @@ class Supervisor:
 def _print_exc() -> None:
     import traceback  # only on the way out: the supervisor starts without it
 
-    traceback.print_exc()
+    try:
+        traceback.print_exc()
+    except (OSError, ValueError):  # supervisor.log cannot be written: the app must still be stopped
+        pass
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -550,7 +615,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except Exception as e:
         _print_exc()
         reason = f"the supervisor cannot start: {e}"
-        update_state(app_dir, lambda state: finish_app(state, "FAILED", reason))
+        update_state(app_dir, lambda state: finish_app(state, "FAILED", reason), [])
         return 1
     try:
         return supervisor.run()
