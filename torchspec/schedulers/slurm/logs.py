@@ -14,6 +14,7 @@ compute nodes share, so it is kept private (folders 0700, files 0600)::
         JOBID/ROLE/K/stdout.log, stderr.log, combined.log
                                   each line "ISO-TIME<TAB>text", stamped as it arrived
         JOBID/ROLE/K/exitcode     written when replica K ended for good
+        JOBID/ROLE/K/step.rc      written on the node by the step of each attempt as it ends
         JOBID/ROLE/K/restarts     how often its step was restarted in place (REPLICA)
 
 The batch script writes the replicas' files; this module writes the spec and

@@ -108,6 +108,15 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
             raise BackendError(f"`{shlex.join(args[:2])} ...` failed: {first_line(err) or result.returncode}")
         return result
 
+    def _down_nodes(self, nodes: str) -> str:
+        """``: vm-2 is down (reason)`` for each of ``nodes`` (a hostlist) that is down now: which node failed."""
+        if not nodes:
+            return ""
+        out = self._run(["sinfo", "-h", "-N", "-n", nodes, "-t", "down,drain,fail", "-o", "%N|%E"], check=False)
+        down = [line.split("|", 1) for line in out.stdout.splitlines() if "|" in line]
+        said = [f"{name} is down" + (f" ({why})" if why and why != "none" else "") for name, why in down]
+        return f": {', '.join(said)}" if said else ""
+
     def version(self) -> Tuple[int, int]:
         """Slurm's (major, minor), e.g. (22, 5): decides whether ``scontrol --json`` exists (23.02 on)."""
         if self._version is None:
@@ -200,6 +209,8 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         if leader is not None:
             state = job_state(views)
             msg = job_message(leader)
+            if leader.state.startswith("NODE_FAIL"):
+                msg += self._down_nodes(",".join(v.nodes for v in views if v.nodes))
             if failed and state == AppState.FAILED:
                 msg = f"{'; '.join(failed)} ({msg})" if msg else "; ".join(failed)
             restarts = leader.restarts

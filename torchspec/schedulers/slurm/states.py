@@ -19,6 +19,8 @@ COMMENT_LABELS = "labels:"
 SPEC_FILE = "spec.json"
 SCRIPT_FILE = "job.sbatch"
 EXITCODE_FILE = "exitcode"
+#: What the replica's step writes on its node as it ends (its exit code): a step whose node failed writes none.
+STEP_RC_FILE = "step.rc"
 RESTARTS_FILE = "restarts"
 LOG_FILES = {Stream.STDOUT: "stdout.log", Stream.STDERR: "stderr.log", Stream.COMBINED: "combined.log"}
 #: Resource capability: a gres string (``gpu:a100:4``) used instead of ``--gpus-per-node``.

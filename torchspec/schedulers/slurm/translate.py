@@ -51,6 +51,7 @@ from torchspec.schedulers.slurm.states import (
     COMMENT_LABELS,
     COMMENT_PREFIX,
     EXITCODE_FILE,
+    STEP_RC_FILE,
     is_role_name,
 )
 from torchspec.specs import AppDef, CfgVal, RetryPolicy, Role, macros
@@ -183,10 +184,25 @@ run_replica() {
     shift 6
     echo 0 >"$log/restarts"
     while :; do
+        rm -f -- "$log/$TS_STEP_RC"
         SLURM_UMASK=$TS_UMASK srun ${TS_HETJOB:+--het-group="$group"} --exact --nodes=1 --ntasks=1 \
-            ${node:+--nodelist="$node"} --job-name="$role/$k" --chdir="$cwd" "${TS_SRUN_OPTS[@]}" "$@" \
+            ${node:+--nodelist="$node"} --job-name="$role/$k" --chdir="$cwd" "${TS_SRUN_OPTS[@]}" \
+            sh -c "$TS_RECORD_RC" "$log/$TS_STEP_RC" "$@" \
             2> >(stamp "$log/stderr.log") | stamp "$log/stdout.log"
         rc=${PIPESTATUS[0]}
+        if [[ -n $TS_STOPPED ]]; then  # the job is being ended (scancel, a node lost): srun's rc says nothing
+            wait
+            return 143
+        fi
+        if [[ ! -s $log/$TS_STEP_RC ]]; then  # the node never said how the replica ended: it was lost under it
+            echo "--- torchspec: replica $role/$k ended without an exit code from its node (srun: $rc) ---" |
+                stamp "$log/stderr.log"
+            ((rc == 0)) && rc=1
+            if ((attempt >= restarts)); then
+                wait
+                return "$rc"
+            fi
+        fi
         if ((rc == 0 || attempt >= restarts)); then
             wait  # for the stderr stamp, so the log is complete before exitcode says "done"
             echo "$rc" >"$log/exitcode"
@@ -273,6 +289,14 @@ def _setup_lines(request: SlurmBatchRequest) -> List[str]:
         f"readonly TS_HETJOB={'1' if request.het else ''}",
         "# APPLICATION retries: how often a failed job requeues itself ($SLURM_RESTART_COUNT counts them)",
         f"readonly TS_MAX_RETRIES={request.max_retries}",
+        "# Slurm SIGTERMs the script when it ends the job (scancel, a node lost): a replica's step then ends",
+        "# without its exit code meaning anything, so none is written for it (see run_replica)",
+        "TS_STOPPED=",
+        "trap 'TS_STOPPED=1' TERM",
+        "# Each replica's own exit code, written on its node by the step itself: srun exits 0 when the node",
+        "# under a step fails, so its exit code alone cannot be trusted",
+        f"readonly TS_STEP_RC={STEP_RC_FILE}",
+        """readonly TS_RECORD_RC='f=$0; "$@"; rc=$?; echo "$rc" >"$f"; exit "$rc"'""",
         "",
         _FUNCTIONS,
         "",
@@ -288,7 +312,7 @@ def _log_folder_lines(request: SlurmBatchRequest) -> List[str]:
         f'mkdir -p -- "$TS_LOG_DIR" && cd "$TS_LOG_DIR" && mkdir -p -- {folders} || exit 1',
         "# Slurm created the batch log (sbatch --output) with the submitter's umask: private too.",
         'chmod go= -- "$TS_LOG_ROOT/$SLURM_JOB_ID.batch.log" 2>/dev/null',
-        f"rm -f -- */*/{EXITCODE_FILE}",
+        f"rm -f -- */*/{EXITCODE_FILE} */*/{STEP_RC_FILE}",
         'if [[ -n ${SLURM_RESTART_COUNT:-} ]]; then',
         f"    for d in {folders}; do",
         ('        echo "--- torchspec: restart $SLURM_RESTART_COUNT of the job (APPLICATION retry) ---" |'
