@@ -11,22 +11,27 @@ everything else lives here, in Python, through the docker SDK:
   reachable from CI) from the host's static busybox, like ``docker import``.
 - ``labelled_ids`` / ``cleanup_apps``: remove what a test's apps left behind
   (all new ones, or only one scheduler session's).
+- ``engine_stopped(client)``: the engine down for a block (fault tests): this
+  machine's dockerd stopped, and started again as it was when the block ends.
 
 ``docker`` itself is imported lazily: most tests never touch an engine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import tarfile
 import tempfile
 import threading
-from typing import Any, NoReturn
+import time
+from typing import Any, Iterator, NoReturn
 
 import pytest
 
@@ -312,3 +317,107 @@ def cleanup_apps(client: Any, before_ids: set[str], session: str | None = None) 
                 raise
         removed.append(n["Id"])
     return removed
+
+
+# --- stopping and starting the engine (fault tests) ------------------------------------------------------------------
+
+#: Where a restarted dockerd writes when the one it replaces wrote to no file.
+DOCKERD_LOG = "/tmp/dockerd.log"
+#: Left behind by a containerd that dockerd did not stop in time; a new dockerd refuses to start while it names
+#: a live process (here: one that reuses the pid).
+_CONTAINERD_PID = "/var/run/docker/containerd/containerd.pid"
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, which a parent other than us may be slow to reap, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def _dockerd() -> tuple[int, list[str], dict[str, str], str, str]:
+    """(pid, argv, environment, working folder, log file) of this machine's dockerd; skips without one we may stop."""
+    if os.environ.get("DOCKER_HOST", "unix://").split("://")[0] != "unix":
+        pytest.skip("the engine is not on this machine (DOCKER_HOST), so this test cannot stop and start it")
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or not _alive(int(name)):
+            continue
+        try:
+            with open(f"/proc/{name}/comm") as f:
+                if f.read().strip() != "dockerd":
+                    continue
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv = [a.decode() for a in f.read().split(b"\0") if a]
+            with open(f"/proc/{name}/environ", "rb") as f:
+                pairs = [a.decode(errors="replace").partition("=") for a in f.read().split(b"\0") if a]
+            cwd = os.readlink(f"/proc/{name}/cwd")
+            log = os.readlink(f"/proc/{name}/fd/2")
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # it ended meanwhile
+        except OSError as e:
+            pytest.skip(f"cannot read dockerd's process {name} ({e}): this test needs to stop and start it (root)")
+        return int(name), argv, {k: v for k, _, v in pairs}, cwd, log if os.path.isfile(log) else DOCKERD_LOG
+    pytest.skip("no dockerd process on this machine (a remote engine, Docker Desktop): this test stops and starts it")
+
+
+def _start_dockerd(argv: list[str], env: dict[str, str], cwd: str, log: str) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                start_new_session=True)
+
+
+def _engine_answers(client: Any, timeout: float) -> bool:
+    """Wait until the engine answers ``info`` on a fresh connection and on ``client``'s (whose pooled ones died)."""
+    import docker
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            fresh = docker.from_env(timeout=5)
+            try:
+                fresh.info()
+            finally:
+                fresh.close()
+            client.ping()
+            return True
+        except Exception:  # noqa: BLE001 - anything the SDK raises for "not yet"
+            time.sleep(0.1)
+    return False
+
+
+def start_engine(client: Any, argv: list[str], env: dict[str, str], cwd: str, log: str,
+                 timeout: float = 60) -> None:
+    """Start dockerd as ``argv`` (if it is not running) and wait for it; retried once without a stale containerd pid."""
+    for attempt in range(2):
+        proc = _start_dockerd(argv, env, cwd, log)
+        if _engine_answers(client, timeout):
+            return
+        if proc.poll() is None:
+            break
+        if attempt == 0 and os.path.exists(_CONTAINERD_PID):
+            os.remove(_CONTAINERD_PID)
+    raise RuntimeError(f"dockerd ({' '.join(argv)}) did not answer within {timeout}s; see {log}")
+
+
+@contextlib.contextmanager
+def engine_stopped(client: Any, timeout: float = 60) -> Iterator[float]:
+    """Stop this machine's dockerd (SIGTERM, then wait for it to exit) for the block; start it again, the same way,
+    when the block ends, even on failure: other tests share the engine.  Yields how long the stop took.
+
+    The engine stops every container as it shuts down: that is the fault.
+    """
+    pid, argv, env, cwd, log = _dockerd()
+    started = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    try:
+        deadline = started + timeout
+        while _alive(pid):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"dockerd {pid} still runs {timeout}s after SIGTERM")
+            time.sleep(0.1)
+        yield time.monotonic() - started
+    finally:
+        if not _alive(pid):
+            start_engine(client, argv, env, cwd, log, timeout)

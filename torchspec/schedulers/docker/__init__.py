@@ -20,7 +20,10 @@ policy, so it goes on even if nothing of torchspec runs.  APPLICATION and ROLE
 need someone to restart the other replicas too; a small watcher process
 (:mod:`torchspec.schedulers.docker.watcher`), started by ``schedule``,
 follows the engine's events and does it.  Replaced containers are kept,
-renamed ``NAME.attemptN``, so their logs stay readable.
+renamed ``NAME.attemptN``, so their logs stay readable.  The watcher also
+renames a container that the engine's shutdown or a ``docker stop`` ended
+(``NAME.engine-stopped``, ``NAME.killed``): its replica reads FAILED, even
+if it exited 0 on the SIGTERM.
 
 The package, lowest first (each file imports only those above it):
 

@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from torchspec.errors import BackendError
+from torchspec.errors import BackendError, UnreachableError
 from torchspec.schedulers.docker.labels import DEFAULT_STOP_TIMEOUT_S, LABEL_APP_ID
 from torchspec.schedulers.docker.views import AppView, ContainerView, view_of
 
@@ -39,6 +39,59 @@ def reason(e: BaseException) -> str:
     text = str(e)
     match = re.search(r"\((.*)\)\)?$", text)
     return match.group(1) if "Connection" in text and match else text
+
+
+#: What to do when the engine does not answer; an engine that restarts keeps every app's containers and labels.
+UNREACHABLE_HINT = ("start it (e.g. `sudo systemctl start docker`, or `sudo dockerd &`), or point DOCKER_HOST at a"
+                    " running engine; an engine that is restarting keeps the apps: try again once it answers")
+
+#: Words of an error that say the engine did not answer at all -> what to tell the user.
+_NO_ANSWER = (
+    ("No such file or directory", "its socket does not exist (the engine is not running)"),
+    ("Connection refused", "connection refused (the engine is not running, or listens elsewhere)"),
+    ("timed out", "the engine did not answer in time"),
+    ("Connection aborted", "the engine closed the connection (it stopped or restarted)"),
+    ("Connection reset", "the engine closed the connection (it stopped or restarted)"),
+)
+
+
+def is_unreachable(e: BaseException) -> bool:
+    """Whether ``e`` means the engine did not answer at all (no socket, connection refused or cut, a timeout)
+    rather than refused: the SDK raises ``requests``' errors for the one, ``APIError`` for the other."""
+    import requests.exceptions
+
+    if isinstance(e, docker_errors().APIError):
+        return False
+    if isinstance(e, (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
+                      requests.exceptions.ChunkedEncodingError)):
+        return True
+    # docker.from_env() asks the engine for its API version and wraps the failure in a DockerException
+    return isinstance(e, docker_errors().DockerException) and "server API version" in str(e)
+
+
+def unreachable(e: BaseException, where: str) -> UnreachableError:
+    """The :class:`UnreachableError` for ``e`` (see :func:`is_unreachable`), naming the engine at ``where``."""
+    text = str(e)
+    why = next((said for words, said in _NO_ANSWER if words in text), reason(e))
+    return UnreachableError(f"cannot reach the Docker engine at {where}: {why}", UNREACHABLE_HINT)
+
+
+def engine_closed() -> bool:
+    """Whether the engine refuses new connections while answering on those already open: it is shutting down
+    (it closes its API first, then stops every container, telling the streams open what it does)."""
+    import docker
+
+    try:
+        fresh = docker.from_env(timeout=5)  # asks for the API version: a first request
+    except Exception as e:  # noqa: BLE001 - the SDK raises several unrelated types for "no engine"
+        return is_unreachable(e)
+    try:
+        fresh.ping()
+        return False
+    except Exception as e:  # noqa: BLE001
+        return is_unreachable(e)
+    finally:
+        fresh.close()
 
 
 def split_image(image: str) -> Tuple[str, Optional[str]]:

@@ -32,6 +32,15 @@ LABEL_WORKSPACE_BASE = "torchspec.workspace-base"
 CANCELLED_SUFFIX = ".cancelled"
 #: A replica replaced by an APPLICATION or ROLE retry keeps its container as ``NAME.attemptN``.
 ATTEMPT_SUFFIX = ".attempt"
+#: The watcher renames a container that something other than torchspec stopped ``NAME`` + one of these,
+#: so the replica reads FAILED and says who stopped it, even where it exited 0 on the SIGTERM.
+ENGINE_STOPPED_SUFFIX = ".engine-stopped"
+KILLED_SUFFIX = ".killed"
+#: suffix -> who stopped the container, as the replica's message says it
+OUTSIDE_STOPS: Dict[str, str] = {
+    ENGINE_STOPPED_SUFFIX: "by the Docker engine as it shut down (the engine restarted since)",
+    KILLED_SUFFIX: "from outside torchspec (docker stop or docker kill)",
+}
 
 #: Networks that exist on every engine and are chosen by name in ``network_mode``.
 BUILTIN_NETWORKS = ("host", "none", "bridge")

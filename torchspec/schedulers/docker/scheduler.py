@@ -9,14 +9,15 @@ containers), ``workspace`` (image builds) and ``watcher`` (retries).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, TypeVar, cast
 
-from torchspec.errors import BackendError, NotFoundError
+from torchspec.errors import BackendError, NotFoundError, UnreachableError
 from torchspec.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -27,12 +28,16 @@ from torchspec.schedulers.api import (
     parse_labels_json,
 )
 from torchspec.schedulers.docker.engine import (
+    UNREACHABLE_HINT,
     docker_errors,
+    engine_closed,
     ensure_image,
     in_parallel,
+    is_unreachable,
     read_app,
     reason,
     stop_container,
+    unreachable,
     wait_for_event,
 )
 from torchspec.schedulers.docker.labels import (
@@ -59,6 +64,7 @@ from torchspec.specs import (
     NONE,
     AppDef,
     AppDryRunInfo,
+    AppState,
     CfgVal,
     ReplicaStatus,
     Role,
@@ -73,6 +79,24 @@ if TYPE_CHECKING:
 
 logger: logging.Logger = logging.getLogger(__name__)
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: How long ``describe``, having found the engine away, waits for the watcher to mark what the engine stopped
+#: before it believes a SUCCEEDED: the watcher does within ``watcher.OUTAGE_POLL_S`` of the engine's return.
+MARK_WAIT_S = 3.0
+
+
+def _engine_call(method: F) -> F:
+    """``method``, where an engine that does not answer (stopped, restarting) is an ``UnreachableError``:
+    the CLI's exit 6 with a hint rather than a traceback, and what ``wait`` rides out."""
+
+    @functools.wraps(method)
+    def call(self: "DockerScheduler", *args: Any, **kwargs: Any) -> Any:
+        with self.answering():
+            return method(self, *args, **kwargs)
+
+    return cast(F, call)
+
 
 class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
     """Runs each replica as a container on the engine ``DOCKER_HOST`` (or the default socket) points at.
@@ -86,9 +110,13 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
     def __init__(self, session_name: str, client: Optional["docker.DockerClient"] = None) -> None:
         super().__init__("docker", session_name)
         self._client_obj = client
+        # the engine DOCKER_HOST names, where no client was handed in: a fresh connection can be opened to it
+        self._from_env = client is None
         self.progress: Callable[[str], None] = lambda line: logger.info("%s", line)
         # app id -> when describe last read it (epoch seconds): wait_for_change wakes on events since then
         self._read_at: Dict[str, float] = {}
+        # when this scheduler first found the engine not answering, since it last believed a SUCCEEDED
+        self._lost_at: Optional[float] = None
 
     # -- the engine ---------------------------------------------------------
 
@@ -98,18 +126,32 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
             return self._client_obj
         import docker
 
-        where = os.environ.get("DOCKER_HOST") or f"the default socket ({DEFAULT_ENGINE})"
         try:
             client = docker.from_env()
             client.ping()
         except Exception as e:  # noqa: BLE001 - the SDK raises several unrelated types for "no engine"
-            raise BackendError(
-                f"cannot reach the Docker engine at {where}: {reason(e)}",
-                "start it (e.g. `sudo systemctl start docker`, or `sudo dockerd &`),"
-                " or point DOCKER_HOST at a running engine",
-            ) from None
+            if is_unreachable(e):
+                raise unreachable(e, self.where()) from None
+            raise BackendError(f"cannot reach the Docker engine at {self.where()}: {reason(e)}",
+                               UNREACHABLE_HINT) from None
         self._client_obj = client
         return client
+
+    @staticmethod
+    def where() -> str:
+        """The engine this scheduler talks to, as the user named it."""
+        return os.environ.get("DOCKER_HOST") or f"the default socket ({DEFAULT_ENGINE})"
+
+    @contextlib.contextmanager
+    def answering(self) -> Iterator[None]:
+        """Turn the SDK's errors for an engine that did not answer into an :class:`UnreachableError`."""
+        try:
+            yield
+        except Exception as e:
+            if is_unreachable(e):
+                self._lost_at = self._lost_at or time.time()
+                raise unreachable(e, self.where()) from None
+            raise
 
     def close(self) -> None:
         if self._client_obj is not None:
@@ -130,6 +172,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         job.engine = os.environ.get("DOCKER_HOST") or DEFAULT_ENGINE
         return AppDryRunInfo(job, str)
 
+    @_engine_call
     def schedule(self, dryrun_info: AppDryRunInfo[DockerJob]) -> str:
         """Create the network and every container, then start them; all or nothing.
 
@@ -178,9 +221,11 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
 
     # -- asking -------------------------------------------------------------
 
+    @_engine_call
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         self._read_at[app_id] = time.time()
-        view = read_app(self.client(), app_id)
+        client = self.client()
+        view = self._settled(client, read_app(client, app_id))
         if not view.containers:
             return None
         current = view.current
@@ -202,12 +247,36 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
             labels=_app_labels(view),
         )
 
+    def _settled(self, client: "docker.DockerClient", view: AppView) -> AppView:
+        """``view``, unless its SUCCEEDED may be the engine's doing rather than the app's.
+
+        That is a view read while the engine shuts down (a replica that
+        exits 0 on its SIGTERM looks done; an ``UnreachableError``, which
+        ``wait`` rides out), or one read just after this scheduler found the
+        engine away, before the watcher marked what the engine stopped
+        (``watcher.Watch``): that mark is waited for, up to ``MARK_WAIT_S``.
+        """
+        if view.state != AppState.SUCCEEDED:
+            return view
+        if self._from_env and engine_closed():
+            self._lost_at = self._lost_at or time.time()
+            raise UnreachableError(f"the Docker engine at {self.where()} is shutting down: how {view.app_id}"
+                                   " ended is known once it answers again", UNREACHABLE_HINT)
+        lost_at, self._lost_at = self._lost_at, None
+        if lost_at is None:
+            return view
+        marks = {"type": "container", "event": "rename", "label": f"{LABEL_APP_ID}={view.app_id}"}
+        wait_for_event(client, marks, lost_at, MARK_WAIT_S)
+        return read_app(client, view.app_id)
+
+    @_engine_call
     def wait_for_change(self, app_id: str, timeout: float) -> None:
         """Wake on the engine's next event for one of the app's containers (created, started, died, removed...)
         since the app was last described, or after ``timeout``: a wait ends when the app does, not at a poll."""
         since = self._read_at.get(app_id, time.time())
         wait_for_event(self.client(), {"type": "container", "label": f"{LABEL_APP_ID}={app_id}"}, since, timeout)
 
+    @_engine_call
     def list(self) -> List[ListAppResponse]:
         """Every app with containers on the engine, oldest first."""
         client = self.client()
@@ -223,12 +292,14 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
                 found.append(ListAppResponse(app_id=app_id, state=view.state, labels=_app_labels(view)))
         return found
 
+    @_engine_call
     def exists(self, app_id: str) -> bool:
         summaries = self.client().api.containers(all=True, filters={"label": f"{LABEL_APP_ID}={app_id}"})
         return bool(summaries)
 
     # -- cancelling and deleting -------------------------------------------------
 
+    @_engine_call
     def _cancel_existing(self, app_id: str) -> None:
         """Stop every container of the app (grace period, then SIGKILL); remove them unless kept.
 
@@ -243,6 +314,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         if not keep:
             self._remove_all(client, app_id)
 
+    @_engine_call
     def delete(self, app_id: str) -> None:
         """Stop the app if it runs, then remove its containers (kept ones too) and its network.
 
@@ -307,6 +379,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
 
     # -- logs ---------------------------------------------------------------
 
+    @_engine_call
     def log_iter(
         self,
         app_id: str,
@@ -336,10 +409,17 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
                                              for role in view.role_order})
         stream = Stream(streams) if streams is not None else Stream.COMBINED
         pattern = re.compile(regex) if regex else None
-        return replica_lines(client, app_id, role_name, k, stream, pattern, aware(since), aware(until), should_tail)
+        return self._answering_lines(
+            replica_lines(client, app_id, role_name, k, stream, pattern, aware(since), aware(until), should_tail))
+
+    def _answering_lines(self, lines: Iterable[str]) -> Iterator[str]:
+        """``lines``, read on after the call returned: an engine that stops answering meanwhile is unreachable too."""
+        with self.answering():
+            yield from lines
 
     # -- workspaces ---------------------------------------------------------
 
+    @_engine_call
     def build_workspace_and_update_role(self, role: Role, workspace: Any, cfg: Mapping[str, CfgVal]) -> None:
         """Build ``role.image`` with the workspace's files copied on top, and make the role use it.
 
@@ -372,6 +452,7 @@ def _replica_statuses(view: AppView, role_name: str, metadata: Dict[str, str]) -
                 structured_error_msg=NONE,
                 exit_code=c.exit_code,
                 num_restarts=c.num_restarts,
+                msg=c.msg,
             )
         )
         for port, bindings in (c.ports or {}).items():

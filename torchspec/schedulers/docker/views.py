@@ -21,6 +21,7 @@ from torchspec.schedulers.docker.labels import (
     LABEL_REPLICA_ID,
     LABEL_ROLE,
     LABEL_ROLE_NAME,
+    OUTSIDE_STOPS,
 )
 from torchspec.schedulers.api import ReplicaRunStatus
 from torchspec.specs import AppState, RetryPolicy
@@ -49,18 +50,30 @@ class ContainerView:
 
     @property
     def cancelled(self) -> bool:
-        return self.name.endswith(CANCELLED_SUFFIX)
+        return cancelled_name(self.name)
+
+    @property
+    def stopped_outside(self) -> str:
+        """Who stopped the container, where the watcher saw that it was not torchspec (see ``OUTSIDE_STOPS``)."""
+        return next((who for suffix, who in OUTSIDE_STOPS.items() if self.name.endswith(suffix)), "")
+
+    @property
+    def base_name(self) -> str:
+        """The name the replica's containers are created with: without the mark of an outside stop."""
+        return next((self.name[:-len(s)] for s in OUTSIDE_STOPS if self.name.endswith(s)), self.name)
 
     @property
     def replaced(self) -> bool:
         """A container an APPLICATION or ROLE retry replaced (renamed ``NAME.attemptN``)."""
-        return ATTEMPT_SUFFIX in self.name.rsplit("-", 1)[-1]
+        return replaced_name(self.name)
 
     @property
     def state(self) -> AppState:
         if self.status == "exited":
             if self.cancelled:
                 return AppState.CANCELLED
+            if self.stopped_outside:  # its exit code says how it took the SIGTERM, not how its work ended
+                return AppState.FAILED
             return AppState.SUCCEEDED if self.exit_code == 0 else AppState.FAILED
         if self.cancelled and self.status != "running":
             return AppState.CANCELLED
@@ -96,8 +109,10 @@ class ContainerView:
 
     def describe_failure(self) -> str:
         """``trainer/1 exited with code 3 after 2 restarts (OOMKilled)`` and the like."""
-        what = f"{self.role}/{self.replica_id} exited with code {self.exit_code}"
-        if self.exit_code in (137, 143) and not self.oom_killed:
+        who = self.stopped_outside
+        what = f"{self.role}/{self.replica_id} " + (
+            f"was stopped {who}, exit code {self.exit_code}" if who else f"exited with code {self.exit_code}")
+        if self.exit_code in (137, 143) and not self.oom_killed and not who:
             what += f" (killed by SIG{'KILL' if self.exit_code == 137 else 'TERM'})"
         if self.num_restarts:
             what += f" after {self.num_restarts} restart{'s' if self.num_restarts != 1 else ''}"
@@ -106,6 +121,26 @@ class ContainerView:
         if self.error:
             what += f": {self.error}"
         return what
+
+    @property
+    def msg(self) -> str:
+        """The replica's own message: why it failed, or that a process in it ran out of memory though it exited 0."""
+        if self.state == AppState.FAILED:
+            return self.describe_failure()
+        if self.oom_killed and self.status == "exited":
+            return (f"a process in {self.role}/{self.replica_id} was OOMKilled (it ran out of its memory limit),"
+                    f" yet the replica exited with code {self.exit_code}")
+        return ""
+
+
+def cancelled_name(name: str) -> bool:
+    """Whether a container of this name was stopped by torchspec's cancel (or delete)."""
+    return name.endswith(CANCELLED_SUFFIX)
+
+
+def replaced_name(name: str) -> bool:
+    """Whether a container of this name was replaced by an APPLICATION or ROLE retry (``NAME.attemptN``)."""
+    return ATTEMPT_SUFFIX in name.rsplit("-", 1)[-1]
 
 
 def view_of(attrs: Mapping[str, Any]) -> ContainerView:
@@ -218,5 +253,8 @@ class AppView:
         return sorted(found, key=lambda c: c.attempt)
 
 
-#: The replica status this backend reports (exit code and restarts).
-DockerReplicaStatus = ReplicaRunStatus
+@dataclass
+class DockerReplicaStatus(ReplicaRunStatus):
+    """A replica status with why it failed (``ContainerView.msg``), besides the exit code and restarts."""
+
+    msg: str = ""

@@ -3,7 +3,7 @@
 Docker restarts a failed container by itself (REPLICA retries), but it
 cannot restart the *other* containers of an app, nor stop them when one
 replica has failed for good.  ``DockerScheduler.schedule`` starts this
-process (:func:`start_watcher`), detached, to do both:
+process (:func:`start_watcher`), detached, to do these, and one more:
 
 - a replica failed and its role's policy is APPLICATION (or ROLE) with
   retries left: every container of the app (or of the role) is stopped,
@@ -12,30 +12,51 @@ process (:func:`start_watcher`), detached, to do both:
 - a replica failed for good: the app's other containers are stopped, so a
   failed app never leaves replicas running (as on the local scheduler).
 
-It holds no state: everything it decides comes from the engine, so it can
-die and be restarted without harm (retries simply wait for it).  It exits
-once the app is finished, cancelled or removed.
+The one more is for honest states: a container that something other than
+torchspec stopped (the engine shutting down, ``docker stop``) is renamed
+``NAME.engine-stopped`` or ``NAME.killed`` once it has ended (see
+:class:`Watch`), so its replica reads FAILED, saying who, rather than
+SUCCEEDED because it exited 0 on the SIGTERM.
+
+An engine that stops answering (restarted, upgraded) is waited for, up to
+``OUTAGE_WAIT_S``; then the watch goes on.  Everything else it decides from
+the engine, so it can die and be restarted without harm to retries (they
+simply wait for it); only a stop it did not see goes unmarked, and such a
+replica reads as its exit code says.  It exits once the app is finished,
+cancelled or removed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List
+import time
+from typing import TYPE_CHECKING, Any, Dict, List, Set
 
 from torchspec.schedulers.detached import start_detached
-from torchspec.schedulers.docker.engine import in_parallel, read_app, stop_container
+from torchspec.schedulers.docker.engine import (
+    docker_errors,
+    engine_closed,
+    in_parallel,
+    is_unreachable,
+    read_app,
+    stop_container,
+)
 from torchspec.schedulers.docker.labels import (
     ATTEMPT_SUFFIX,
     BUILTIN_NETWORKS,
     CANCELLED_SUFFIX,
+    ENGINE_STOPPED_SUFFIX,
+    KILLED_SUFFIX,
     LABEL_APP_ID,
     LABEL_ATTEMPT,
     LABEL_NETWORK,
     LIVE_STATUSES,
+    OUTSIDE_STOPS,
 )
-from torchspec.schedulers.docker.views import ContainerView
+from torchspec.schedulers.docker.views import ContainerView, cancelled_name, replaced_name, view_of
 from torchspec.specs import AppState, RetryPolicy
 
 if TYPE_CHECKING:
@@ -61,29 +82,148 @@ def start_watcher(app_id: str) -> None:
     start_detached(WATCHER_MODULE, [app_id], log_path)
 
 
-def step(client: "docker.DockerClient", app_id: str) -> bool:
-    """Act once on the app as the engine shows it now; True when there is nothing left to watch."""
-    current = read_app(client, app_id).current
-    if not current or any(c.cancelled for c in current):
-        return True
-    for_good = [c for c in current if c.state == AppState.FAILED and not c.retry_pending]
-    if for_good:
-        others = [c for c in current if c.status in LIVE_STATUSES]
-        if others:
-            logger.info("%s failed for good; stopping %d other container(s)", for_good[0].describe_failure(),
-                        len(others))
-        in_parallel(lambda c: stop_container(client, c.id), others)
-        return True
-    pending = [c for c in current if c.retry_pending]
-    if pending:
-        failed = pending[0]
-        group = current if failed.retry_policy == RetryPolicy.APPLICATION.value else [
-            c for c in current if c.role == failed.role]
-        logger.info("%s; %s retry %d of %d: restarting %d container(s)", failed.describe_failure(),
-                    failed.retry_policy, failed.attempt + 1, failed.max_retries, len(group))
-        restart(client, group)
-        return False
-    return all(c.state == AppState.SUCCEEDED for c in current)
+#: How long the watcher waits for an engine that stopped answering (restarted, upgraded) before it gives up.
+OUTAGE_WAIT_S = 3600.0
+#: How often it asks meanwhile: what the engine stopped is marked about this long after the engine answers again.
+OUTAGE_POLL_S = 0.1
+#: The signals of a kill event that stop a container: SIGTERM, then SIGKILL (docker stop, the engine's
+#: shutdown), or docker kill's SIGKILL; others (docker kill -s HUP) leave it running.
+STOP_SIGNALS = ("15", "9")
+
+
+class Watch:
+    """One app, followed through the engine's events until it is done, across restarts of the engine.
+
+    Besides the engine's own record it knows one thing: who stopped a
+    container.  A kill event that is neither torchspec's cancel (which
+    renames first) nor this watcher's own stop means the engine shut down
+    or someone ran ``docker stop``/``kill``; once the container has ended it
+    is renamed (``labels.OUTSIDE_STOPS``), so its replica reads FAILED even
+    if it exited 0 on the SIGTERM.  The engine shuts down without answering
+    new requests, so what it stopped is marked when it answers again.
+    """
+
+    def __init__(self, client: "docker.DockerClient", app_id: str) -> None:
+        self.client = client
+        self.app_id = app_id
+        #: containers this watcher stops itself: their kill events are its own
+        self.ours: Set[str] = set()
+        #: container id -> the suffix it gets: stopped by someone else, not renamed yet
+        self.stopped: Dict[str, str] = {}
+        #: containers live at the last look and not seen to end since: if the engine goes away, it stops them
+        self.live: Set[str] = set()
+
+    def run(self) -> None:
+        """Follow the app until it is done; an engine that stops answering is waited for, then followed again."""
+        while True:
+            try:
+                if self.follow():
+                    return
+            except Exception as e:  # noqa: BLE001 - only the SDK's "no answer" errors are waited out
+                if not is_unreachable(e):
+                    raise
+            if self.await_engine():  # it went away: whatever was live then, it stopped
+                for container_id in self.live:
+                    self.stopped.setdefault(container_id, ENGINE_STOPPED_SUFFIX)
+                self.live = set()
+            else:  # the stream ended, yet the engine answers: follow again, but never in a busy loop
+                time.sleep(1.0)
+
+    def follow(self) -> bool:
+        """One subscription to the app's events: True once the app is done, False when the stream ends.
+
+        The engine replays the events it still holds (``since=0``; only this app's pass the filter), so a
+        ``docker stop`` that came before the watcher had started is seen too.
+        """
+        events = self.client.events(since=0, filters={"label": [f"{LABEL_APP_ID}={self.app_id}"],
+                                                      "type": ["container"], "event": ["kill", "die", "destroy"]},
+                                    decode=True)
+        try:
+            for container_id in list(self.stopped):
+                self.mark(container_id)
+            if self.step():  # the app may have ended before we subscribed
+                return True
+            for event in events:
+                if self.on_event(event):
+                    return True
+            return False
+        finally:
+            with contextlib.suppress(Exception):  # a stream the engine cut may not close cleanly
+                events.close()
+
+    def on_event(self, event: Dict[str, Any]) -> bool:
+        """Act on one event; True when there is nothing left to watch."""
+        container_id = str(event.get("id") or "")
+        attrs = (event.get("Actor") or {}).get("Attributes") or {}
+        if event.get("Action") == "kill":
+            name = str(attrs.get("name") or "")
+            if (container_id not in self.ours and str(attrs.get("signal")) in STOP_SIGNALS
+                    and not cancelled_name(name) and not replaced_name(name)):
+                self.stopped.setdefault(container_id, ENGINE_STOPPED_SUFFIX if engine_closed() else KILLED_SUFFIX)
+            return False
+        self.live.discard(container_id)
+        if container_id in self.stopped:
+            self.mark(container_id)
+        return self.step()
+
+    def mark(self, container_id: str) -> None:
+        """Rename a container someone else stopped, if it ended (Docker may have restarted it: REPLICA retries)."""
+        suffix = self.stopped[container_id]
+        try:
+            c = view_of(self.client.api.inspect_container(container_id))
+        except docker_errors().NotFound:
+            c = None
+        if c is not None and c.status == "exited" and not (c.cancelled or c.replaced or c.stopped_outside):
+            self.client.api.rename(container_id, c.name + suffix)
+            logger.info("%s was stopped %s", c.name, OUTSIDE_STOPS[suffix])
+        del self.stopped[container_id]
+
+    def await_engine(self) -> bool:
+        """Wait for the engine to answer, up to ``OUTAGE_WAIT_S``; True when it did not at first (it went away)."""
+        deadline = time.monotonic() + OUTAGE_WAIT_S
+        went_away = False
+        while True:
+            try:
+                self.client.ping()
+                if went_away:
+                    logger.info("the engine answers again")
+                return went_away
+            except Exception as e:  # noqa: BLE001 - as in run
+                if not is_unreachable(e):
+                    raise
+            if not went_away:
+                logger.warning("the engine does not answer; waiting up to %.0fs for it", OUTAGE_WAIT_S)
+                went_away = True
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the engine did not answer for {OUTAGE_WAIT_S:.0f}s")
+            time.sleep(OUTAGE_POLL_S)
+
+    def step(self) -> bool:
+        """Act once on the app as the engine shows it now; True when there is nothing left to watch."""
+        current = read_app(self.client, self.app_id).current
+        self.live = {c.id for c in current if c.status in LIVE_STATUSES}
+        if not current or any(c.cancelled for c in current):
+            return True
+        for_good = [c for c in current if c.state == AppState.FAILED and not c.retry_pending]
+        if for_good:
+            others = [c for c in current if c.status in LIVE_STATUSES]
+            if others:
+                logger.info("%s failed for good; stopping %d other container(s)", for_good[0].describe_failure(),
+                            len(others))
+            self.ours.update(c.id for c in others)
+            in_parallel(lambda c: stop_container(self.client, c.id), others)
+            return True
+        pending = [c for c in current if c.retry_pending]
+        if pending:
+            failed = pending[0]
+            group = current if failed.retry_policy == RetryPolicy.APPLICATION.value else [
+                c for c in current if c.role == failed.role]
+            logger.info("%s; %s retry %d of %d: restarting %d container(s)", failed.describe_failure(),
+                        failed.retry_policy, failed.attempt + 1, failed.max_retries, len(group))
+            self.ours.update(c.id for c in group)
+            restart(self.client, group)
+            return False
+        return all(c.state == AppState.SUCCEEDED for c in current)
 
 
 def restart(client: "docker.DockerClient", group: List[ContainerView]) -> None:
@@ -101,8 +241,9 @@ def restart(client: "docker.DockerClient", group: List[ContainerView]) -> None:
             logger.info("%s was cancelled during the restart; stopping", c.name)
             _remove(client, created)
             return
-        client.api.rename(c.id, f"{c.name}{ATTEMPT_SUFFIX}{c.attempt}")
-        created.append(client.api.create_container_from_config(next_attempt(attrs, c.attempt + 1), name=c.name)["Id"])
+        client.api.rename(c.id, f"{c.base_name}{ATTEMPT_SUFFIX}{c.attempt}")
+        created.append(client.api.create_container_from_config(next_attempt(attrs, c.attempt + 1),
+                                                               name=c.base_name)["Id"])
     # a cancel that came between our inspect and our rename lost its mark, or already removed the old
     # containers: look once more before starting anything
     view = read_app(client, group[0].labels.get(LABEL_APP_ID, ""))
@@ -137,20 +278,6 @@ def next_attempt(attrs: Dict[str, Any], attempt: int) -> Dict[str, Any]:
     return config
 
 
-def watch(client: "docker.DockerClient", app_id: str) -> None:
-    """Follow the engine's events for the app and act on each container that ends, until done."""
-    events = client.events(filters={"label": [f"{LABEL_APP_ID}={app_id}"], "type": ["container"],
-                                    "event": ["die", "destroy"]}, decode=True)
-    try:
-        if step(client, app_id):  # the app may have ended before we subscribed
-            return
-        for _ in events:
-            if step(client, app_id):
-                return
-    finally:
-        events.close()
-
-
 def main(argv: List[str]) -> int:
     """Watch the app named in ``argv``; the exit code says whether the watch ended normally."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -162,7 +289,7 @@ def main(argv: List[str]) -> int:
     app_id = argv[1]
     logger.info("watching %s", app_id)
     try:
-        watch(docker.from_env(), app_id)
+        Watch(docker.from_env(), app_id).run()
     except Exception:  # noqa: BLE001 - a detached process: log why it stops, for the person reading the log
         logger.exception("the watcher of %s stops: retries of this app will not happen", app_id)
         return 1
