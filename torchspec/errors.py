@@ -92,7 +92,10 @@ def did_you_mean(word: str, choices: Iterable[Any]) -> str | None:
     """The choice closest to ``word`` (case-insensitively), or None when nothing is close.
 
     The one spelling checker of torchspec, so every "did you mean" (keys,
-    schedulers, run options, roles, commands) guesses the same way.
+    schedulers, run options, roles, commands) guesses the same way.  A word
+    of three letters or more that begins exactly one choice counts too:
+    people shorten (``APP`` for ``APPLICATION``) as often as they misspell,
+    and a short word is too far from a long one for the spelling measure.
     """
     import difflib
 
@@ -101,7 +104,10 @@ def did_you_mean(word: str, choices: Iterable[Any]) -> str | None:
     if word.lower() in lowered:
         return lowered[word.lower()]
     match = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
-    return lowered[match[0]] if match else None
+    if match:
+        return lowered[match[0]]
+    starting = [name for low, name in lowered.items() if len(word) >= 3 and low.startswith(word.lower())]
+    return starting[0] if len(starting) == 1 else None
 
 
 def did_you_mean_hint(word: str, choices: Iterable[Any], what: str = "choices") -> str:
@@ -148,6 +154,20 @@ class AppRefusedError(UsageError, ValueError):
         #: each thing refused, where there are several to name: (where in the spec, e.g.
         #: ``("roles", 0, "port_map", "c10d")``, what is wrong there); ``lint --scheduler`` reports each at its line
         self.problems = tuple((tuple(where), what) for where, what in problems)
+
+
+class MissingExtraError(UsageError):
+    """A feature needs a package that a plain ``pip install torchspec`` leaves out: one of its extras.
+
+    A usage error (exit 2), not a backend that cannot be reached (exit 6):
+    nothing was asked of any backend, and installing the extra is the fix,
+    which the hint names.
+    """
+
+    def __init__(self, message: str, extra: str, alternative: str | None = None) -> None:
+        """``alternative``: another way to install it, after the extra (``or 'ray[default]'``)."""
+        super().__init__(message, f"pip install 'torchspec[{extra}]'" + (f" ({alternative})" if alternative else ""))
+        self.extra = extra
 
 
 class NotFoundError(UsageError, ValueError):

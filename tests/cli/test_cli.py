@@ -176,9 +176,9 @@ def test_lint_of_paths_alone_reports_as_with_options(tmp_path, bad: str) -> None
     good = tmp_path / "good.yaml"
     good.write_text("name: a\nroles: [{name: r, image: i, entrypoint: e}]\n")
     for path in (str(good), bad):
-        fast, full = run("lint", path), run("lint", "--format", "text", path)
+        fast, full = run("lint", path), run("lint", "-o", "text", path)
         assert (fast.returncode, fast.stdout, fast.stderr) == (full.returncode, full.stdout, full.stderr)
-    assert run("lint", str(tmp_path / "missing.yaml")).returncode == run("lint", "-f", "text",
+    assert run("lint", str(tmp_path / "missing.yaml")).returncode == run("lint", "-o", "text",
                                                                          str(tmp_path / "missing.yaml")).returncode
 
 
@@ -235,6 +235,8 @@ def test_app_picks_one_app_of_a_multi_document_file(tmp_path: pathlib.Path) -> N
     missing = run("dryrun", "-s", "kubernetes", str(spec))
     assert missing.returncode == 1 and "preprocess-imagenet, train-imagenet" in missing.stderr
     assert "--app NAME" in missing.stderr
+    # the CLI's words, with a name to copy, not the Python call's (load_app(..., app=NAME))
+    assert "(e.g. --app preprocess-imagenet)" in missing.stderr and "load_app" not in missing.stderr
     picked = run("dryrun", "-s", "kubernetes", str(spec), "--app", "train-imagenet")
     assert picked.returncode == 0 and "app train-imagenet-" in picked.stdout and "preprocess" not in picked.stdout
     typo = run("dryrun", "-s", "kubernetes", str(spec), "--app", "train-imagent")

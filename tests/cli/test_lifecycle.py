@@ -13,6 +13,8 @@ import json
 import os
 import pathlib
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -117,6 +119,8 @@ def test_multi_role_app_outlives_the_cli(env: Env) -> None:
     assert env.run("logs", handle, "--regex", "done", "--since", "1h").stdout.count(" done ") == 4
     assert env.run("logs", handle, "--since", "2000-01-01T00:00:00", "--until", "5m").returncode == OK
     assert env.run("logs", handle, "--since", "yesterday").returncode == USAGE
+    r = env.run("logs", handle, "--since", "5")  # no unit: refused, not read as 5 seconds (which showed nothing)
+    assert r.returncode == USAGE and "'5' has no unit; give one: 5s, 5m, 5h or 5d" in r.stderr, r.stderr
     assert env.run("logs", handle, "nosuchrole").returncode == USAGE
 
 
@@ -193,6 +197,58 @@ def test_cancel_kills_the_replica_and_its_children(env: Env) -> None:
         time.sleep(0.1)
 
 
+def test_ddp_without_pytorch_is_refused_before_launch_with_the_fix(env: Env) -> None:
+    """`submit dist.ddp ... --log` where torchrun is not installed: exit 2 and how to install it, not every
+    replica failing with `torchrun: command not found` (exit 4)."""
+    bare = env.tmp / "bin"  # a PATH with a shell and no PyTorch
+    bare.mkdir()
+    (bare / "bash").symlink_to(shutil.which("bash") or "/bin/bash")
+    example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "ddp_train"
+    r = subprocess.run(env.command("submit", "dist.ddp", "-p", "j=2x1", "-p", "script=train.py", "-p",
+                                   f"image={example}", "--log"),
+                       capture_output=True, text=True, cwd=env.tmp, env={**env.env, "PATH": str(bare)}, timeout=60)
+    assert r.returncode == USAGE, r.stderr
+    assert "'torchrun', which its bash -c command starts, is not a command on the replicas' PATH" in r.stderr
+    assert "hint: install PyTorch, which provides torchrun: pip install torch" in r.stderr
+    assert r.stdout == "" and "Traceback" not in r.stderr
+    assert env.run("list", "--json").stdout.strip() == "[]"  # nothing was submitted
+
+
+def test_a_bare_app_id_names_the_app_this_machine_knows(env: Env) -> None:
+    """`status hello-8yf2ph` for local://torchspec/hello-8yf2ph: the id is found in local's state folder."""
+    handle = env.submit(env.spec("bare", [role("main", "print('bare says hi')")]))
+    app_id = handle.rsplit("/", 1)[1]
+    r = env.run("wait", app_id)
+    assert (r.returncode, r.stdout.strip()) == (OK, "SUCCEEDED"), r.stderr
+    r = env.run("status", app_id, "--json")
+    assert r.returncode == OK and json.loads(r.stdout)["app_handle"] == handle, r.stderr
+    assert "bare says hi" in env.run("logs", app_id).stdout
+    assert env.run("describe", app_id).stdout.startswith(f"name: {app_id}")
+    r = env.run("status", app_id[:-1] + ("x" if app_id[-1] != "x" else "y"))  # a near miss: the handle to use
+    assert r.returncode == USAGE and f"hint: did you mean {handle}?" in r.stderr, r.stderr
+    r = env.run("status", "nothing-like-it")
+    assert r.returncode == USAGE and "no app on this machine has that id" in r.stderr, r.stderr
+    r = env.run("delete", app_id)
+    assert r.returncode == OK and f"deleted {handle}" in r.stderr, r.stderr
+
+
+def test_ctrl_c_while_following_says_the_app_keeps_running(env: Env) -> None:
+    """Ctrl-C on `wait` or `logs -f` stops the command, not the app: exit 130, and the error says so."""
+    handle = env.submit(env.spec("long", [role("main", "import time\nprint('up', flush=True)\ntime.sleep(300)")]))
+    try:
+        for command, stream in ((("wait", handle), "stderr"), (("logs", "-f", handle), "stdout")):
+            proc = env.popen(*command)
+            assert getattr(proc, stream).readline(), command  # it follows: the first state change, or log line
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=30)
+            assert proc.returncode == 130, (command, err)
+            assert f"error: aborted: {handle} keeps running\n  hint: stop it with: torchspec cancel {handle}\n" in err
+            assert "Traceback" not in err
+        assert env.status(handle)["state"] == "RUNNING"
+    finally:
+        assert env.run("cancel", handle).returncode == OK
+
+
 def test_concurrent_submits_list_and_describe(env: Env) -> None:
     spec = env.spec("twin", [role("main", "print('twin')")])
     procs = [env.popen("submit", spec, "-s", "local"), env.popen("submit", spec)]
@@ -266,7 +322,7 @@ def test_errors_are_one_message_and_an_exit_code(env: Env) -> None:
     assert env.run("logs", "locl://s/app").returncode == USAGE
     assert env.run("cancel", "local://torchspec/no-such-app").returncode == USAGE
     r = env.run("submit", spec, "-c", "no_such_option=1")
-    assert r.returncode == USAGE and "usage" in r.stderr, r.stderr
+    assert r.returncode == USAGE and "no run option 'no_such_option'" in r.stderr, r.stderr
     r = env.run("runopts", "locl")
     assert r.returncode == USAGE and "local" in r.stderr
 
@@ -276,6 +332,25 @@ def test_errors_are_one_message_and_an_exit_code(env: Env) -> None:
     assert r.returncode == SPEC_ERROR and "num_replicas" in r.stderr
     assert env.run("submit", str(env.tmp / "missing.yaml")).returncode == USAGE
     assert env.run("list", "--json").stdout.strip() == "[]"  # nothing was submitted
+
+
+def test_a_bad_run_option_is_one_line_saying_what_was_expected(env: Env) -> None:
+    """No table of every option, no Python text (int('ten')): the listing is `torchspec runopts` on request."""
+    spec = env.spec("ok", [role("main", "print('ok')")])
+    r = env.run("dryrun", spec, "-c", "kill_grace_s=ten")
+    assert r.returncode == USAGE
+    assert r.stderr.splitlines() == ["error: run option kill_grace_s=ten: expected a whole number",
+                                     "  hint: the run options of local, with types: torchspec runopts local"]
+    r = env.run("dryrun", spec, "-c", "kill_grace=3,use_cwd=maybe")
+    assert r.returncode == USAGE
+    assert r.stderr.splitlines()[:3] == [
+        "error: 2 problems with the run options of local:",
+        "  - local has no run option 'kill_grace' (did you mean 'kill_grace_s'?)",
+        "  - run option use_cwd=maybe: expected true or false (or yes/no, on/off, 1/0)"]
+    assert len(r.stderr.splitlines()) == 4 and "usage" not in r.stderr
+    r = env.run("dryrun", spec, "-c", "kill_grace=3")  # the did-you-mean is the fix: nothing more to say
+    assert (r.returncode, r.stderr) == (USAGE, "error: local has no run option 'kill_grace'"
+                                                " (did you mean 'kill_grace_s'?)\n")
 
 
 # --- the pieces behind the commands, in-process (no scheduler needed) ---------------------------------------------
@@ -290,13 +365,13 @@ def test_since_until_parsing() -> None:
     now = datetime(2024, 5, 1, 12, 0, 0)
     assert parse_when("5m", now) == now - timedelta(minutes=5)
     assert parse_when("1h30m", now) == now - timedelta(hours=1, minutes=30)
-    assert parse_when("90", now) == now - timedelta(seconds=90)
+    assert parse_when("90s", now) == now - timedelta(seconds=90)
     assert parse_when("2d", now) == now - timedelta(days=2)
     assert parse_when("2024-04-30T08:15:00", now) == datetime(2024, 4, 30, 8, 15)
     utc = parse_when("2024-04-30T08:15:00Z", now)
     assert utc.tzinfo is None  # converted to local time, as the scheduler expects naive datetimes
     assert utc == datetime(2024, 4, 30, 8, 15, tzinfo=timezone.utc).astimezone().replace(tzinfo=None)
-    for bad in ("yesterday", "5 parsecs", "", "m5"):
+    for bad in ("yesterday", "5 parsecs", "", "m5", "90", "1.5"):
         with pytest.raises(UsageError):
             parse_when(bad, now)
 

@@ -146,9 +146,9 @@ def test_the_readmes_convert_commands_run_as_written(tmp_path: pathlib.Path) -> 
     outputs = []
     for line in lines:
         argv = line.split("#", 1)[0].split()
-        if "-o" in argv:
-            name = argv[argv.index("-o") + 1]
-            argv[argv.index("-o") + 1] = written[name] = str(tmp_path / name)
+        for flag in set(argv) & {"--output-file", "-o"}:
+            name = argv[argv.index(flag) + 1]
+            argv[argv.index(flag) + 1] = written[name] = str(tmp_path / name)
         if argv[:2] == ["torchspec", "submit"]:  # dry run it: torchrun is not here
             argv[1] = "dryrun"
             argv[2:2] = ["-s", "local"]

@@ -84,10 +84,14 @@ def test_the_role_is_named_after_the_script_as_a_role_name_can_hold() -> None:
 def test_the_cli_dry_runs_a_script_with_a_space(tmp_path: pathlib.Path) -> None:
     """The command of issue 14: `dist.ddp -j 1x2 --script "my train.py"` (torchspec's -p), refused before."""
     command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "torchspec"]
+    stub = tmp_path / "bin" / "torchrun"  # local refuses a torchrun its replicas would not find: PyTorch or not
+    stub.parent.mkdir()
+    stub.write_text("#!/bin/sh\n")
+    stub.chmod(0o755)
     r = subprocess.run(command + ["dryrun", "-s", "local", "dist.ddp", "-p", "j=1x2", "-p", "script=my train.py"],
                        capture_output=True, text=True, cwd=tmp_path, timeout=60,
                        env={**os.environ, "TORCHSPEC_HOME": str(tmp_path), "NO_COLOR": "1",
-                            "PYTHONPATH": str(ROOT)})
+                            "PYTHONPATH": str(ROOT), "PATH": f"{stub.parent}{os.pathsep}{os.environ['PATH']}"})
     assert r.returncode == 0, r.stderr
     assert "role my-train:" in r.stdout and "--role '\"'\"''\"'\"' '\"'\"'my train.py'\"'\"''" in r.stdout
 

@@ -124,7 +124,8 @@ def test_text_markdown_and_github_show_the_same_files(pr: GitRepo, capsys: pytes
 
     code, md = run(capsys, "diff", "--base", "main", "--format", "markdown")
     assert code == 1 and md.startswith("### torchspec diff against `main`")
-    assert md.count("<details>") == md.count("</details>") == 5  # the rename alone has no body
+    assert md.count("<details>") == md.count("</details>") == 4  # the rename and the removal have no body
+    assert "- <code>jobs/gone.yaml: removed</code>: gone removed\n" in md
     assert "- <code>jobs/old_name.yaml -&gt; jobs/new_name.yaml: renamed</code>" in md
     assert "\n- 2\n+ 4\n" in md
 
@@ -133,6 +134,33 @@ def test_text_markdown_and_github_show_the_same_files(pr: GitRepo, capsys: pytes
     notices = [line for line in gh.splitlines() if line.startswith("::notice file=")]
     assert sorted(n.split(",")[0].removeprefix("::notice file=") for n in notices) == sorted(EXPECTED)
     assert "roles.r.args changed" in gh and "secret roles.r.env.TOKEN changed" in gh
+
+
+@pytest.mark.parametrize("scheduler", [None, "local"])
+def test_a_removed_or_added_spec_is_one_line_per_app_in_every_format(pr: GitRepo, scheduler: str | None) -> None:
+    """No field list (internal fields included: role_order, empty mounts), nor a request diff, for a whole app."""
+    from torchspec.gitops.diff import DiffOptions, diff_base
+    from torchspec.gitops.git import Repo
+    from torchspec.gitops.report import FORMATS, render
+    from torchspec.runner import get_runner
+
+    pr.write({"jobs/added.yaml": "# nothing like gone.yaml, so git sees no rename\nname: added\nroles:\n"
+                                 "  - {name: main, image: other:2, entrypoint: bash, num_replicas: 5}\n"})
+    pr.commit("a new job")
+    with get_runner() as runner:
+        options = DiffOptions(scheduler=scheduler, run_options={"use_cwd": True} if scheduler else {})
+        result = diff_base(Repo(), "main", ["jobs/gone.yaml", "jobs/added.yaml"], options, runner)
+    out = {fmt: render(result, fmt) for fmt in FORMATS}
+    assert not any(field in text for text in out.values() for field in ("role_order", "mounts", "entrypoint"))
+    assert out["text"] == ("jobs/added.yaml: added\n  app added: added\njobs/gone.yaml: removed\n  app gone: removed\n"
+                           "\n2 files change what runs (2 compared)\n")
+    assert "- <code>jobs/gone.yaml: removed</code>: gone removed\n" in out["markdown"]
+    assert "<details>" not in out["markdown"]
+    assert "::notice file=jobs/added.yaml,title=torchspec diff%3A added::added added\n" in out["github"]
+    assert "::notice file=jobs/gone.yaml,title=torchspec diff%3A removed::gone removed\n" in out["github"]
+    apps = [app for file in json.loads(out["json"])["files"] for app in file["apps"]]
+    assert apps == [{"name": "added", "status": "added", "changes": [], "native": None},
+                    {"name": "gone", "status": "removed", "changes": [], "native": None}]
 
 
 def test_reformatting_alone_shows_nothing(repo: GitRepo, monkeypatch: pytest.MonkeyPatch,

@@ -50,7 +50,7 @@ def test_yaml_several_documents() -> None:
         ("a: !!python/object:os.system x\n", "TS106", 1),
         ("a: !custom 1\n", "TS106", 1),
         ("a:\n\t- b\n", "TS101", 2),
-        ("a: [1, 2\n", "TS101", 2),
+        ("a: [1, 2\n", "TS101", 1),  # where the list opened, not where the file ended
         ("name: {{ x }}\n", "TS106", 1),
         ("a: *nope\n", "TS101", 1),
         ("a: !!binary aGVsbG8=\n", "TS106", 1),
@@ -64,6 +64,44 @@ def test_yaml_problems(text: str, code: str, line: int) -> None:
 
 def test_unquoted_template_gets_quoting_hint() -> None:
     assert "quote" in (problem("name: {{ x }}\n").hint or "")
+
+
+@pytest.mark.parametrize("text, column, hint", [
+    ("name: {{ msg }}\n", 7, 'quote it: name: "{{ msg }}"'),
+    ("args:\n  - {{ x }}  # a comment\n", 5, 'quote it: - "{{ x }}"  # a comment'),
+    ("env: {A: {{ a }}}\n", 10, 'quote it: env: {A: "{{ a }}"}'),
+    ('cmd: {{ "x" }}\n', 6, """quote it: cmd: '{{ "x" }}'"""),
+])
+def test_an_unquoted_template_value_is_called_that(text: str, column: int, hint: str) -> None:
+    """YAML reads `{{ msg }}` as a mapping with a mapping for a key; the user wrote a value to quote."""
+    d = problem(text)
+    assert d.code == "TS106" and d.column == column
+    assert d.message.startswith('a value that starts with "{{" must be quoted in YAML'), d.message
+    assert "mapping key" not in d.message and d.hint == hint
+
+
+def test_a_real_mapping_key_that_is_a_mapping_is_still_called_that() -> None:
+    d = problem("? {a: 1}\n: x\n")
+    assert (d.code, d.message) == ("TS106", "a mapping key must be a string, not a list or mapping")
+
+
+@pytest.mark.parametrize("text, line, column, message", [
+    ("name: x\nroles:\n  - name: r\n    args: [a, b\n    num_replicas: 1\n", 4, 11,
+     "the [ ] list opened here is not closed: expected ',' or ']' by line 5, column 17"),
+    ("name: x\nargs: [a, b\n", 2, 7, "the [ ] list opened here is not closed: expected ',' or ']' before the end"
+                                      " of the file"),
+    ("env: {A: 1\nname: x\n", 1, 6, "the { } mapping opened here is not closed: expected ',' or '}' by line 2,"
+                                     " column 5"),
+    ('name: "x\n', 1, 7, "the quoted string opened here is not closed before the end of the file"),
+])
+def test_an_unclosed_bracket_is_reported_where_it_opened(text: str, line: int, column: int, message: str) -> None:
+    d = problem(text)
+    assert (d.code, d.line, d.column, d.message) == ("TS101", line, column, message)
+
+
+def test_a_bad_item_of_a_list_over_several_lines_is_reported_at_the_item() -> None:
+    d = problem('args: [\n  a,\n  "b" c,\n]\n')
+    assert (d.code, d.line) == ("TS101", 3) and "opened here" not in d.message
 
 
 def test_alias_bomb_fails_fast() -> None:

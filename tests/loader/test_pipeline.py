@@ -101,6 +101,15 @@ def test_unknown_key_did_you_mean(tmp_path) -> None:
     assert "num_replicas" in (d.hint or "")
 
 
+@pytest.mark.parametrize("fmt, text", [
+    ("yaml", "name: x\nroles:\n  - {name: r, image: i, entrypoint: e, retry_policy: APP}\n"),
+    ("toml", 'name = "x"\n[[roles]]\nname = "r"\nimage = "i"\nentrypoint = "e"\nretry_policy = "APP"\n'),
+])
+def test_a_shortened_enum_value_gets_did_you_mean(fmt: str, text: str) -> None:
+    d, = load_text(text, "job." + fmt, fmt).all_diagnostics()
+    assert d.code == "TS204" and d.hint == "did you mean 'APPLICATION'?", d
+
+
 def test_lint_mode_fills_required_params_and_warns_unused(tmp_path) -> None:
     text = SPEC.replace("debug: {type: boolean, default: false}",
                         "debug: {type: boolean, default: false}\n  unused: {type: string, default: x}")

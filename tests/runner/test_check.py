@@ -420,6 +420,14 @@ def test_bad_settings_are_usage_errors(tmp_path, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "kubernetes_validate", None)  # as if not installed
     missing = error(scheduler="kubernetes")
     assert "pip install kubernetes-validate" in f"{missing.message} {missing.hint}"
+    # the extra a plain install lacks, named as pip takes it, and pyproject.toml declares it
+    assert missing.hint.startswith("pip install 'torchspec[kubernetes-validate]'"), missing.hint
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(r.startswith("kubernetes-validate") for r in extras["kubernetes-validate"])
     assert lint_paths([str(spec)], LintOptions(scheduler="docker")).diagnostics == []  # docker does not need it
 
 

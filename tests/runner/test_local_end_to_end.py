@@ -65,3 +65,20 @@ def test_the_job_sees_its_own_handle(runner: Runner) -> None:
     handle = runner.run_component("utils.sh", ["script=echo $TORCHSPEC_JOB_ID"], None)  # the default: local
     assert finish(runner, handle).state == AppState.SUCCEEDED
     assert list(runner.log_lines(handle, "sh")) == [f"{handle}\n"]
+
+
+def test_a_bare_app_id_is_found_in_the_state_folder_or_names_every_handle_it_may_mean(runner: Runner) -> None:
+    """A fresh runner (the CLI's, in a later process) finds the id in local's state folder; where two
+    schedulers know it, it guesses neither."""
+    from torchspec.schedulers.local import create_scheduler
+    from torchspec.specs import MalformedAppHandleException, parse_app_handle
+
+    handle = runner.run_component("utils.echo", {"msg": "hi"}, "local")
+    finish(runner, handle)
+    app_id = parse_app_handle(handle).app_id
+    with get_runner() as fresh:
+        assert fresh.resolve_handle(app_id) == handle
+    with Runner("torchspec", {"local": create_scheduler, "again": create_scheduler}) as both:
+        with pytest.raises(MalformedAppHandleException) as raised:
+            both.resolve_handle(app_id)
+    assert raised.value.hint == f"give the whole handle of one: {handle}, again://torchspec/{app_id}"

@@ -56,6 +56,28 @@ def unreachable(r: Any) -> None:
     assert r.stdout == "", r.stdout
 
 
+def test_an_engine_that_does_not_answer_is_said_in_words(tmp_path: Any) -> None:
+    """Every message that gives the SDK's reason (a refused request, a failed pull or build, no engine) says
+    an engine's silence in words, never Python's ``('Connection aborted.', FileNotFoundError(2, ...))``."""
+    import socket
+
+    import docker
+    import requests
+
+    from torchspec.schedulers.docker.engine import reason
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    for url, words in ((f"unix://{tmp_path}/docker.sock", "its socket does not exist (the engine is not running)"),
+                       (f"tcp://127.0.0.1:{port}", "connection refused (the engine is not running")):
+        for version in (None, "1.43"):  # None: the client asks the engine for its API version first
+            with pytest.raises((docker.errors.DockerException, requests.ConnectionError)) as raised:
+                docker.DockerClient(base_url=url, version=version, timeout=5).ping()
+            said = reason(raised.value)
+            assert said.startswith(words) and "Error(" not in said and "aborted" not in said, said
+
+
 def live(client: Any, app: str) -> list[str]:
     """Names of the app's containers that run (or are about to)."""
     return sorted(name for name, c in containers(client, app).items()

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from torchspec import specs
+from torchspec.errors import AppRefusedError
 from torchspec.schedulers.entrypoint import resolve_entrypoint
 from torchspec.schedulers.local.scheduler import LocalScheduler
 from torchspec.schedulers.local.translate import LocalRequest, set_cuda_visible_devices
@@ -86,6 +87,49 @@ def test_image_dot_is_the_submitting_folder_and_entrypoints_resolve(sched: Local
     assert request.roles[0].replicas[0].cwd == str(tmp_path)
     assert request.roles[1].replicas[0].args[0] == "sh"  # left to PATH, which has it
     assert request.spec["roles"][0]["image"] == "."  # the spec keeps what was submitted
+
+
+def test_the_program_a_shell_command_starts_is_found_before_launch(sched: LocalScheduler, tmp_path) -> None:
+    """`bash -c "torchrun ..."` (dist.ddp) without torchrun on the replicas' PATH is refused at the dry run,
+    with the fix, rather than every replica failing with `torchrun: command not found` (exit 4)."""
+    bin_dir, image = tmp_path / "bin", tmp_path / "image"
+    bin_dir.mkdir()
+    image.mkdir()
+    (bin_dir / "bash").symlink_to(shutil.which("bash") or "/bin/bash")
+    path = {"PATH": str(bin_dir)}  # the replicas' PATH: bash, and no torchrun
+
+    def dryrun(command: str, **env: str) -> LocalRequest:
+        app = specs.AppDef("x", roles=[role(image=str(image), entrypoint="bash", args=["-c", command],
+                                            env={**path, **env})])
+        return sched.submit_dryrun(app, {}).request
+
+    for command in ("torchrun --nnodes 1 train.py", "LOGLEVEL=INFO exec torchrun train.py"):
+        with pytest.raises(AppRefusedError) as refused:
+            dryrun(command)
+        assert "role 'trainer': 'torchrun', which its bash -c command starts, is not a command on the replicas'" \
+               " PATH" in refused.value.message
+        assert refused.value.hint == "install PyTorch, which provides torchrun: pip install torch (or pip install" \
+                                     " 'torchspec[torch]')"
+    with pytest.raises(AppRefusedError, match="no-such-tool"):
+        dryrun("no-such-tool --flag")
+    for command in ("./run.sh", "${img_root}/run.sh"):  # macros are filled first: the path the replica runs
+        with pytest.raises(AppRefusedError, match="run.sh, which its bash -c command starts, does not exist"):
+            dryrun(command)
+    # what the shell runs itself, or what cannot be known without running it, is left to the replica
+    for command in ("echo hi", "for i in 1 2; do torchrun; done", '"$TOOL" x', "$HOME/tool", "", "(torchrun)"):
+        dryrun(command)
+    # a program on the replicas' PATH, in the image folder (also on it) or at its path there is found
+    torchrun = bin_dir / "torchrun"
+    torchrun.write_text("#!/bin/sh\n")
+    torchrun.chmod(0o755)
+    dryrun("torchrun --nnodes 1 train.py")
+    torchrun.rename(image / "torchrun")
+    dryrun("torchrun --nnodes 1 train.py")
+    dryrun("./torchrun")
+    # entrypoints themselves were checked already; a missing torchrun gets the same fix
+    with pytest.raises(AppRefusedError) as refused:
+        sched.submit_dryrun(specs.AppDef("x", roles=[role(image=str(tmp_path), entrypoint="torchrun", env=path)]), {})
+    assert (refused.value.hint or "").startswith("install PyTorch")
 
 
 def test_bad_images_and_entrypoints_fail_the_dry_run(sched: LocalScheduler, tmp_path) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from torchspec.cli.options import param_options, parse_params
+from torchspec.cli.options import choice, output_option, param_options, parse_params
 from torchspec.exit_codes import ExitCode
 
 _FORMATS = ("text", "markdown", "json")  # torchspec.gitops.apply_report.FORMATS, without importing it
@@ -27,7 +27,7 @@ _LOCKS = ("file", "kubernetes")  # torchspec.gitops.lock.LOCKS
               help="Submit nothing unless every spec loads and passes its dry run.")
 @click.option("--scope", default="default", show_default=True, metavar="NAME",
               help="Which applies see each other's apps: give each repository sharing a scheduler its own.")
-@click.option("--lock", type=click.Choice(_LOCKS),
+@click.option("--lock", type=choice(_LOCKS),
               help="What runs take turns on: a lock file (runs on this machine, or sharing --lock-file) or a "
                    "Kubernetes Lease (runs anywhere that reaches the cluster; in the namespace of the kubernetes "
                    "run options). Default: [apply] lock in the config, else file.")
@@ -39,8 +39,8 @@ _LOCKS = ("file", "kubernetes")  # torchspec.gitops.lock.LOCKS
 @click.option("--lock-duration", type=click.IntRange(min=1), metavar="SECONDS",
               help="--lock kubernetes: how long the Lease lasts unless renewed (every third of it, while apply "
                    "runs); a run that dies holds it that long (default: [apply] lock_duration, else 15).")
-@click.option("--format", "fmt", type=click.Choice(_FORMATS), default="text", show_default=True,
-              help="text (coloured on a terminal), markdown (a pull-request comment) or json.")
+@output_option(_FORMATS, "text (coloured on a terminal), markdown (a pull-request comment) or json.",
+               legacy_format=("--format",))
 def apply(paths: tuple[str, ...], scheduler: str | None, cfg: str | None, params: tuple[str, ...],
           params_file: str | None, template_paths: tuple[str, ...], plan_only: bool, replace: bool, prune: bool,
           all_or_nothing: bool, scope: str, lock: str | None, lock_file: str | None, lock_timeout: float | None,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import click
 
+from torchspec.cli.options import output_option
 from torchspec.errors import UsageError
 from torchspec.exit_codes import ExitCode
 
@@ -29,6 +30,25 @@ def open_runner() -> Iterator["Runner"]:
 
     with get_runner() as runner:
         yield runner
+
+
+class StoppedFollowing(click.exceptions.Abort):
+    """Ctrl-C while a command followed an app: the following stopped, not the app (exit 130, as any Ctrl-C)."""
+
+    def __init__(self, handle: str) -> None:
+        super().__init__(f"{handle} keeps running")
+        self.hint = f"stop it with: torchspec cancel {handle}"
+
+
+@contextlib.contextmanager
+def following(handle: str) -> Iterator[None]:
+    """Around a command that follows an app (``wait``, ``logs -f``, ``submit --wait/--log``): a bare "aborted"
+    on Ctrl-C left the user to guess whether the app was stopped too; it was not, and the error says so."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(file=sys.stderr)  # past the ^C the terminal echoed
+        raise StoppedFollowing(handle) from None
 
 
 def dump_json(data: Any) -> None:
@@ -47,9 +67,10 @@ def dump_json(data: Any) -> None:
 @click.option("-l", "--label", "selectors", multiple=True, metavar="KEY[=VALUE]",
               help="Only apps carrying this label (with this value); repeatable, all must match.")
 @click.option("--show-labels", is_flag=True, help="Add a LABELS column: the app's labels (its metadata).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON: a list of {app_handle, app_id, state, labels}.")
+@output_option(("text", "json"), "text (a table) or json (a list of {app_handle, app_id, state, labels}).",
+               json_flag=True)
 def list_apps(scheduler: str | None, cfg: str | None, selectors: tuple[str, ...], show_labels: bool,
-              as_json: bool) -> int:
+              fmt: str) -> int:
     """List the apps a scheduler knows about, newest last.
 
     An app's labels are the metadata it was submitted with (torchspec apply
@@ -73,7 +94,7 @@ def list_apps(scheduler: str | None, cfg: str | None, selectors: tuple[str, ...]
         if app_name:
             rows[-1]["name"] = str(app_name)
         rows[-1]["labels"] = dict(a.labels)
-    if as_json:
+    if fmt == "json":
         dump_json(rows)
         return ExitCode.OK
     if not rows:
@@ -91,9 +112,9 @@ def list_apps(scheduler: str | None, cfg: str | None, selectors: tuple[str, ...]
 
 @click.command()
 @click.argument("handle")
-@click.option("--json", "as_json", is_flag=True, help="Print the AppDef as JSON (the shape of a spec file).")
-def describe(handle: str, as_json: bool) -> int:
-    """Show the AppDef that an app was submitted with, as a spec (YAML, or JSON with --json).
+@output_option(("yaml", "json"), "The AppDef as YAML or JSON (either is the shape of a spec file).", json_flag=True)
+def describe(handle: str, fmt: str) -> int:
+    """Show the AppDef that an app was submitted with, as a spec (YAML, or JSON with -o json).
 
     Exit codes: 0 ok, 2 malformed or unknown handle, or unknown scheduler,
     6 the scheduler's backend cannot be reached.
@@ -101,12 +122,13 @@ def describe(handle: str, as_json: bool) -> int:
     from torchspec.specs.convert import dump_app
 
     with open_runner() as runner:
+        handle = runner.resolve_handle(handle)
         app = runner.describe(handle)
     if app is None:
         raise UsageError(f"unknown app {handle!r}: the scheduler cannot describe it",
                          "list the apps with: torchspec list -s " + handle.split("://", 1)[0])
     data = dump_app(app)
-    if as_json:
+    if fmt == "json":
         dump_json(data)
         return ExitCode.OK
     import yaml
@@ -130,6 +152,7 @@ def cancel(handle: str) -> int:
     6 the scheduler's backend cannot be reached.
     """
     with open_runner() as runner:
+        handle = runner.resolve_handle(handle)
         status = runner.require_status(handle)
         if status.is_terminal():
             print(f"{handle} already ended: {status.state}", file=sys.stderr)
@@ -152,6 +175,7 @@ def delete(handle: str) -> int:
     reached or could not stop the app.
     """
     with open_runner() as runner:
+        handle = runner.resolve_handle(handle)
         runner.require_status(handle)
         try:
             runner.delete(handle)

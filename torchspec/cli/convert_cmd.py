@@ -6,6 +6,7 @@ import os
 
 import click
 
+from torchspec.cli.options import alias_option, warn_deprecated
 from torchspec.cli.submit_cmd import ComponentCommand
 from torchspec.exit_codes import ExitCode
 
@@ -13,29 +14,33 @@ from torchspec.exit_codes import ExitCode
 @click.command(cls=ComponentCommand)
 @click.argument("source", metavar="FILE.py:FUNCTION|.torchxconfig")
 @click.argument("component_args", nargs=-1, type=click.UNPROCESSED, metavar="[COMPONENT ARGS]...")
-@click.option("-o", "--output", metavar="FILE", help="Write to FILE instead of stdout (never over a file that is"
-                                                     " there, unless --force).")
-@click.option("--force", is_flag=True, help="With -o: replace FILE if it is there.")
+@click.option("--output-file", "output_file", metavar="PATH", help="Write to PATH instead of stdout (never over a "
+                                                                   "file that is there, unless --force).")
+@alias_option("-o", "--output", "legacy_output", alias_of="--output-file", metavar="PATH")
+@click.option("--force", is_flag=True, help="With --output-file: replace PATH if it is there.")
 @click.pass_context
-def convert(ctx: click.Context, source: str, component_args: tuple[str, ...], output: str | None,
-            force: bool) -> int:
+def convert(ctx: click.Context, source: str, component_args: tuple[str, ...], output_file: str | None,
+            legacy_output: str | None, force: bool) -> int:
     """Write the spec file a TorchX Python component makes, or the config a .torchxconfig means.
 
-    `torchspec convert comp.py:trainer --msg hi -o trainer.yaml` writes the
+    `torchspec convert comp.py:trainer --msg hi --output-file trainer.yaml` writes the
     AppDef the function returns for those arguments, with a typed param (its
     default the value given, its help the docstring's) for each str, int and
     float argument that shows in it as itself; the spec renders to the same
     AppDef (checked: where it would not, the params are left out).
-    `torchspec convert .torchxconfig -o .torchspec.toml` writes its settings.
+    `torchspec convert .torchxconfig --output-file .torchspec.toml` writes its settings.
     The component runs (its file is imported), as with dryrun.
 
     Exit codes: 0 ok, 1 the component's code failed, 2 usage error (a
-    missing file, function or argument; -o names a file that is there).
+    missing file, function or argument; --output-file names a file that is there).
     """
     from torchspec.components import is_python_component
     from torchspec.components.convert import convert_component, convert_torchx_config
     from torchspec.components.python import component_help
 
+    if legacy_output is not None:  # -o named the file before -o named a format on every command
+        warn_deprecated("-o FILE", f"--output-file {legacy_output}")
+    output = output_file or legacy_output
     argv = ComponentCommand.component_argv(ctx, component_args)
     if is_python_component(source):
         if ctx.meta.get("torchspec.component_help"):

@@ -6,7 +6,7 @@ import contextlib
 
 import click
 
-from torchspec.cli.options import param_options, parse_params
+from torchspec.cli.options import output_option, param_options, parse_params
 
 _FORMATS = ("text", "markdown", "json", "github")  # torchspec.gitops.report.FORMATS, without importing it
 
@@ -20,9 +20,8 @@ _FORMATS = ("text", "markdown", "json", "github")  # torchspec.gitops.report.FOR
 @click.option("-s", "--scheduler", metavar="SCHEDULER",
               help="Also compare the scheduler's native request (what dryrun prints) as a unified diff.")
 @click.option("-c", "--cfg", "cfg", metavar="KEY=VALUE,...", help="The scheduler's run options, as dryrun takes them.")
-@click.option("--format", "fmt", type=click.Choice(_FORMATS), default="text", show_default=True,
-              help="text (coloured on a terminal), markdown (a pull-request comment), json, or github "
-                   "(workflow annotations).")
+@output_option(_FORMATS, "text (coloured on a terminal), markdown (a pull-request comment), json, or github "
+                         "(workflow annotations).", legacy_format=("--format",))
 @click.option("--allow-python-components", "allow_python", is_flag=True, default=None,
               help="OLD and NEW may be FILE.py:FUNCTION components, compared as the specs `torchspec convert` makes"
                    " of them by running them (their code runs: only for code you trust, never a pull request's);"

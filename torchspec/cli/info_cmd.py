@@ -7,16 +7,21 @@ import sys
 import click
 
 from torchspec.cli.apps_cmd import dump_json, open_runner
+from torchspec.cli.options import output_option
 from torchspec.exit_codes import ExitCode
 
 
 @click.command()
-@click.argument("scheduler", required=False)
-def runopts(scheduler: str | None) -> int:
+@click.argument("named", required=False, metavar="[SCHEDULER]")
+@click.option("-s", "--scheduler", metavar="SCHEDULER", help="The scheduler (the same as naming it as SCHEDULER).")
+def runopts(named: str | None, scheduler: str | None) -> int:
     """Print the run options (-c KEY=VALUE) of SCHEDULER, or of every scheduler.
 
     Exit codes: 0 ok, 2 unknown scheduler.
     """
+    if named and scheduler and named != scheduler:
+        raise click.UsageError(f"two schedulers, {named} and -s {scheduler}: name one")
+    scheduler = scheduler or named
     with open_runner() as runner:
         names = [runner.check_scheduler(scheduler)] if scheduler else list(runner.scheduler_backends())
         for i, name in enumerate(names):
@@ -36,8 +41,8 @@ def runopts(scheduler: str | None) -> int:
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON: a list of {name, default}.")
-def schedulers(as_json: bool) -> int:
+@output_option(("text", "json"), "text, or json (a list of {name, default}).", json_flag=True)
+def schedulers(fmt: str) -> int:
     """List the registered scheduler backends; the default one is marked.
 
     The default is default_scheduler from the configuration, else local.
@@ -46,7 +51,7 @@ def schedulers(as_json: bool) -> int:
     with open_runner() as runner:
         names = list(runner.scheduler_backends())
         default = runner.default_scheduler()
-    if as_json:
+    if fmt == "json":
         dump_json([{"name": n, "default": n == default} for n in names])
         return ExitCode.OK
     width = max((len(n) for n in names), default=0)
@@ -56,17 +61,17 @@ def schedulers(as_json: bool) -> int:
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON: a list of {name, description, path}.")
-def builtins(as_json: bool) -> int:
+@output_option(("text", "json"), "text (a table), or json (a list of {name, description, path}).", json_flag=True)
+def builtins(fmt: str) -> int:
     """List the built-in components that `torchspec submit NAME` accepts, with what each does.
 
-    Each is an ordinary spec file shipped with torchspec (--json shows where),
+    Each is an ordinary spec file shipped with torchspec (-o json shows where),
     so `torchspec render PATH` shows what it becomes.
     """
     from torchspec.components import list_builtins
 
     found = list_builtins()
-    if as_json:
+    if fmt == "json":
         dump_json([{"name": name, "description": desc, "path": path} for name, (path, desc) in found.items()])
         return ExitCode.OK
     from torchspec.cli import console
@@ -76,8 +81,9 @@ def builtins(as_json: bool) -> int:
 
 
 @click.command("config")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON: files read and {key, value, source} per setting.")
-def config_cmd(as_json: bool) -> int:
+@output_option(("text", "json"), "text (a table), or json (the files read and {key, value, source} per setting).",
+               json_flag=True)
+def config_cmd(fmt: str) -> int:
     """Show the effective configuration and the file each value came from.
 
     Files are read lowest precedence first: the user file
@@ -92,7 +98,7 @@ def config_cmd(as_json: bool) -> int:
         from torchspec.schedulers import get_default_scheduler_name
 
         rows.insert(0, ("default_scheduler", get_default_scheduler_name(), "(built-in default)"))
-    if as_json:
+    if fmt == "json":
         dump_json({"files": list(cfg.files),
                    "settings": [{"key": k, "value": v, "source": s} for k, v, s in rows]})
         return ExitCode.OK

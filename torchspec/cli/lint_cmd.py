@@ -5,16 +5,15 @@ from __future__ import annotations
 import click
 
 from torchspec.cli.lint_run import run_lint
-from torchspec.cli.options import param_options
+from torchspec.cli.options import output_option, param_options
 
 FORMATS = ["text", "json", "github", "sarif"]
 
 
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("-f", "--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="Report format.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write the report to a file.")
+@output_option(FORMATS, "Report format: text (for people), json, github (workflow annotations) or sarif.",
+               legacy_format=("-f", "--format"), output_file="Write the report to this file instead of stdout.")
 @click.option("--select", multiple=True, metavar="CODES", help="Only these codes or prefixes (e.g. TS2,TS501).")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Skip these codes or prefixes.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip files and folders matching GLOB.")
@@ -27,7 +26,7 @@ FORMATS = ["text", "json", "github", "sarif"]
 @click.option("--only-specs", is_flag=True,
               help="Skip named files that do not look like specs too (for pre-commit, which passes every YAML file).")
 @click.option("--show-env", is_flag=True, help="List (on stderr) the environment variables each file's templates read.")
-@click.option("--scheduler", metavar="SCHEDULER",
+@click.option("-s", "--scheduler", metavar="SCHEDULER",
               help="Also dry-run each spec on SCHEDULER, contacting no backend (TS601); for kubernetes also "
                    "validate the manifests against the official schemas (TS602, needs kubernetes-validate), and "
                    "with -c server_dry_run=True have the cluster's API server dry-run them (TS604).")
@@ -45,7 +44,7 @@ FORMATS = ["text", "json", "github", "sarif"]
                    " trust, never a pull request's); -p values are their arguments. Config: [lint]"
                    " allow_python_components.")
 @param_options
-def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
+def lint(paths: tuple[str, ...], fmt: str, output_file: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
          exclude: tuple[str, ...], strict: bool | None, max_file_size: int | None, jobs: int | None,
          explain: str | None,
          color: bool | None, only_specs: bool, show_env: bool, scheduler: str | None, cfg: str | None,
@@ -64,6 +63,6 @@ def lint(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
     Exit codes: 0 clean, 1 errors found (or warnings with --strict), 2 usage error,
     6 (-c server_dry_run=True) the cluster cannot be reached.
     """
-    return run_lint(paths, fmt, output, select, ignore, exclude, strict, max_file_size, explain, color, only_specs,
+    return run_lint(paths, fmt, output_file, select, ignore, exclude, strict, max_file_size, explain, color, only_specs,
                     show_env, scheduler, cfg, k8s_versions, crd_paths, params, params_file, template_paths, jobs,
                     allow_python)

@@ -5,6 +5,7 @@ Also the log streaming that ``submit --log`` uses, so both print lines the same 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -15,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Iterable, TextIO
 
 import click
 
-from torchspec.cli.apps_cmd import open_runner
+from torchspec.cli.apps_cmd import following, open_runner
+from torchspec.cli.options import choice
 from torchspec.exit_codes import ExitCode
 from torchspec.errors import UsageError, did_you_mean_hint
 
@@ -32,8 +34,9 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
     """A point in time from ``--since``/``--until``: ISO 8601, or a duration back from now.
 
     Durations are ``90s``, ``5m``, ``1h``, ``2d``, ``1w`` or combinations such
-    as ``1h30m`` (a bare number is seconds), because "the last five minutes"
-    is what people mean most of the time.  ISO timestamps without a zone are
+    as ``1h30m``, because "the last five minutes" is what people mean most of
+    the time.  A bare number is refused: ``--since 5`` read as seconds showed
+    nothing, and whoever typed it meant minutes as often.  ISO timestamps without a zone are
     local time; ones with a zone are converted to local time, so the
     scheduler always compares like with like (naive local datetimes).
     """
@@ -51,7 +54,8 @@ def _parse_when(text: str, now: datetime | None) -> datetime:
     if value.lower() == "now":
         return now
     if re.fullmatch(r"\d+(?:\.\d+)?", value):
-        return now - timedelta(seconds=float(value))
+        raise UsageError(f"{text!r} has no unit", f"give one: {value}s, {value}m, {value}h or {value}d (seconds,"
+                         " minutes, hours or days ago), or an ISO 8601 time")
     compact = value.replace(" ", "").lower()
     if compact and _DURATION_RE.sub("", compact) == "":
         seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION_RE.findall(compact))
@@ -243,7 +247,7 @@ def _follow_all(targets: list[Target], lines: Any, write: Any, out: TextIO) -> N
 @click.option("--regex", metavar="REGEX", help="Only lines matching this Python regular expression.")
 @click.option("--since", type=_When(), help="Only lines from this time on: ISO 8601, or a duration ago (5m, 1h).")
 @click.option("--until", type=_When(), help="Only lines up to this time: ISO 8601, or a duration ago (5m, 1h).")
-@click.option("--streams", type=click.Choice(STREAMS), default=None,
+@click.option("--streams", type=choice(STREAMS), default=None,
               help="Which output to show (default: what the scheduler shows, usually combined).")
 def logs(handle: str, selector: str | None, follow: bool, regex: str | None, since: datetime | None,
          until: datetime | None, streams: str | None) -> int:
@@ -263,10 +267,12 @@ def logs(handle: str, selector: str | None, follow: bool, regex: str | None, sin
         except re.error as e:
             raise UsageError(f"bad --regex {regex!r}: {e}") from None
     with open_runner() as runner:
+        handle = runner.resolve_handle(handle)
         targets = resolve_targets(runner, handle, selector)
         try:
-            print_logs(runner, handle, targets, follow=follow, regex=regex, since=since, until=until,
-                       streams=streams)
+            with following(handle) if follow else contextlib.nullcontext():
+                print_logs(runner, handle, targets, follow=follow, regex=regex, since=since, until=until,
+                           streams=streams)
         except BrokenPipeError:
             # `torchspec logs H | head`: the reader has seen enough, which is no error (click would exit 1);
             # stdout goes to /dev/null so the interpreter's final flush cannot fail again

@@ -115,8 +115,8 @@ def _handle(e: BaseException) -> int:
 
     if isinstance(e, click.exceptions.Exit):
         return e.exit_code
-    if isinstance(e, click.exceptions.Abort):
-        return _aborted()
+    if isinstance(e, click.exceptions.Abort):  # Ctrl-C; what was stopped, where a command knows (following an app)
+        return _aborted(str(e), getattr(e, "hint", None))
     if isinstance(e, click.ClickException):
         e.show()
         return ExitCode.USAGE if isinstance(e, click.UsageError) else e.exit_code
@@ -146,11 +146,11 @@ def _handle(e: BaseException) -> int:
     return ExitCode.INTERNAL
 
 
-def _aborted() -> int:
+def _aborted(what: str = "", hint: str | None = None) -> int:
     from torchspec.cli import console
     from torchspec.exit_codes import ExitCode
 
-    console.error("aborted")
+    console.error(f"aborted: {what}" if what else "aborted", hint)
     return ExitCode.INTERRUPTED
 
 

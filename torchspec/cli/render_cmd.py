@@ -7,13 +7,12 @@ import sys
 
 import click
 
-from torchspec.cli.options import app_option, param_options, parse_params
+from torchspec.cli.options import app_option, output_option, param_options, parse_params
 
 
 @click.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
-              help="Output format.")
+@output_option(("yaml", "json"), "Output format.", legacy_format=("--format",))
 @click.option("--show-env", is_flag=True, help="List (on stderr) the environment variables the templates read.")
 @click.option("--reveal-env", is_flag=True,
               help="Print the values env() read as they are (they are hidden by default: they may be secrets).")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from torchspec.cli.apps_cmd import dump_json, open_runner
+from torchspec.cli.options import output_option
 from torchspec.exit_codes import ExitCode
 
 if TYPE_CHECKING:
@@ -15,10 +16,10 @@ if TYPE_CHECKING:
 
 @click.command()
 @click.argument("handle")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print JSON: {app_handle, state, num_restarts, msg, roles: [{role, replicas: [...]}]}.")
+@output_option(("text", "json"), "text (a table) or json ({app_handle, state, num_restarts, msg, roles: [{role, "
+                                 "replicas: [...]}]}).", json_flag=True)
 @click.option("-r", "--role", "roles", multiple=True, metavar="ROLE", help="Only these roles (repeatable).")
-def status(handle: str, as_json: bool, roles: tuple[str, ...]) -> int:
+def status(handle: str, fmt: str, roles: tuple[str, ...]) -> int:
     """Show the state of an app and of each replica of each role.
 
     The table gives each replica's state, exit code, restarts, host and the
@@ -32,8 +33,9 @@ def status(handle: str, as_json: bool, roles: tuple[str, ...]) -> int:
     from torchspec.cli import console
 
     with open_runner() as runner:
+        handle = runner.resolve_handle(handle)
         app_status = runner.require_status(handle)
-    if as_json:
+    if fmt == "json":
         dump_json(status_json(handle, app_status, list(roles) or None))
         return ExitCode.OK
     console.print_status(handle, app_status, list(roles) or None)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import click
 
-from torchspec.cli.apps_cmd import open_runner
+from torchspec.cli.apps_cmd import following, open_runner
 from torchspec.cli.options import app_option, parse_params
 from torchspec.exit_codes import ExitCode, for_app_state
 
@@ -179,16 +179,12 @@ def submit(ctx: click.Context, component: str | None, component_args: tuple[str,
             return ExitCode.OK
         from torchspec.cli.wait_cmd import watch
 
-        try:
+        with following(handle):
             if log:
                 from torchspec.cli.logs_cmd import print_logs, resolve_targets
 
                 print_logs(runner, handle, resolve_targets(runner, handle, None), follow=True, out=sys.stderr)
             status, _ = watch(runner, handle, out=sys.stderr, live=False if log else None, quiet=log)
-        except KeyboardInterrupt:
-            # Ctrl-C stops watching, not the app: say so, and how to stop it too
-            print(f"\n{handle} keeps running; stop it with: torchspec cancel {handle}", file=sys.stderr)
-            raise
     if log:
         print(f"{handle} {status.state}", file=sys.stderr)
     return for_app_state(status.state)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import click
 
-from torchspec.cli.apps_cmd import open_runner
+from torchspec.cli.apps_cmd import following, open_runner
 from torchspec.exit_codes import ExitCode, for_app_state
 
 if TYPE_CHECKING:
@@ -61,7 +61,9 @@ def wait(handle: str, timeout: float | None) -> int:
     scheduler's backend cannot be reached, 124 --timeout passed first.
     """
     with open_runner() as runner:
-        status, ended = watch(runner, handle, timeout)
+        handle = runner.resolve_handle(handle)
+        with following(handle):
+            status, ended = watch(runner, handle, timeout)
     if not ended:
         print(f"timed out after {timeout:g}s; {handle} is still {status.state}", file=sys.stderr)
         return ExitCode.TIMEOUT

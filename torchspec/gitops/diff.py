@@ -177,7 +177,12 @@ def compare_sides(path: str, old_path: str | None, status: str, old: Side | None
         return result
     for old_app, new_app in _pairs(old.apps if old else [], new.apps if new else []):
         app = AppDiff((new_app or old_app).name, _app_status(old_app, new_app))  # type: ignore[union-attr]
-        app.changes = compare_forms(old_app.form if old_app else None, new_app.form if new_app else None)
+        result.apps.append(app)
+        if old_app is None or new_app is None:
+            # added or removed: the whole app is the change, said in one line; every field of it (internal
+            # ones too: role_order, empty mounts) marked added or removed told the reader nothing more
+            continue
+        app.changes = compare_forms(old_app.form, new_app.form)
         if app.status == "modified" and not app.changes:
             app.status = "unchanged"
         if runner is not None and options.scheduler:
@@ -185,7 +190,6 @@ def compare_sides(path: str, old_path: str | None, status: str, old: Side | None
                                      old.label if old else "/dev/null", new.label if new else "/dev/null")
             if app.native and app.status == "unchanged":
                 app.status = "modified"
-        result.apps.append(app)
     return result
 
 

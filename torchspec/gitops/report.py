@@ -181,6 +181,8 @@ def _markdown_file(file: FileDiff, scheduler: str | None, max_lines: int) -> str
         body.append(f"- does not load ({side} side):")
         body.extend(f"{d.location()}: {d.code} {d.message}" for d in found)
     for app in apps:
+        if not (app.changes or app.native):  # added or removed: the summary line says so
+            continue
         body.append(f"@@ {app.name}: {app.status} @@")
         for change in app.changes:
             body.extend(_diff_line(text) for text, _ in _change_lines(change))

@@ -149,8 +149,9 @@ def load_app(path: str, params: Mapping[str, str] | None = None, params_file: st
     apps = [doc.app for doc in docs if doc.app is not None]
     if len(apps) != 1:
         names = ", ".join(a.name for a in apps)
+        example = f" (e.g. --app {apps[0].name})" if apps else ""
         raise SpecError([Diagnostic("TS003", f"the file holds {len(apps)} specs ({names}); which one?", file=path,
-                                    hint="name one with --app NAME (load_app(..., app=NAME)), or split the file")])
+                                    hint=f"name one with --app NAME{example}, or split the file")])
     return apps[0]
 
 

@@ -186,6 +186,11 @@ _YAML_HINTS = [
 ]
 
 
+#: YAML's context for a bracket or quote left open -> what was opened
+_OPENED = {"while parsing a flow sequence": "the [ ] list", "while parsing a flow mapping": "the { } mapping",
+           "while scanning a quoted scalar": "the quoted string"}
+
+
 def _yaml_syntax_error(e: yaml.MarkedYAMLError, text: str) -> _ParseError:
     mark = e.problem_mark or e.context_mark
     problem = e.problem or e.context or "invalid YAML"
@@ -193,8 +198,30 @@ def _yaml_syntax_error(e: yaml.MarkedYAMLError, text: str) -> _ParseError:
     hint = next((h for needle, h in _YAML_HINTS if needle in message), None)
     if mark is not None and "{{" in (_line_of(text, mark.line + 1) or ""):
         hint = 'quote values that hold Jinja templates: key: "{{ value }}"'
+    opened = e.context_mark if e.context in _OPENED else None
+    if opened is not None and mark is not None and _left_open(text, opened, mark):
+        # YAML notices a bracket left open only where the next line breaks it: point at where it opened
+        at_end = mark.index >= len(text.rstrip())
+        where = "before the end of the file" if at_end else f"by line {mark.line + 1}, column {mark.column + 1}"
+        expected = problem.replace("did not find expected ", "").replace("found unexpected end of stream", "")
+        what = f"{_OPENED[e.context]} opened here is not closed"
+        message = f"{what}: expected {expected} {where}" if expected else f"{what} {where}"
+        mark = opened
     position = (mark.line + 1, mark.column + 1) if mark is not None else None
     return _ParseError("TS101", message, position, hint)
+
+
+def _left_open(text: str, opened: yaml.Mark, problem: yaml.Mark) -> bool:
+    """Whether YAML stopped after the line that opened a bracket or quote because it was never closed: at the
+    end of the file, or at a later line indented no deeper than the opening one (the next key), rather than
+    at an item inside a list written over several lines (that item is the problem, where YAML says)."""
+    if problem.line <= opened.line:
+        return False
+    if problem.index >= len(text.rstrip()):
+        return True
+    indent = [len(line) - len(line.lstrip(" ")) for line in (_line_of(text, opened.line + 1) or "",
+                                                              _line_of(text, problem.line + 1) or "")]
+    return indent[1] <= indent[0]
 
 
 class _YamlBuilder:
@@ -275,10 +302,7 @@ class _YamlBuilder:
                 merged.extend(self._merge_sources(value_node, kwhere))
                 continue
             if not isinstance(key_node, ScalarNode):
-                line = self._line(kmark.line + 1) or ""
-                hint = ('quote values that hold Jinja templates: key: "{{ value }}"' if "{{" in line
-                        else "mapping keys must be plain strings")
-                raise _ParseError("TS106", "a mapping key must be a string, not a list or mapping", kwhere, hint)
+                raise self._bad_key(node, kwhere)
             key = self._text(key_node.value, kwhere, "key")  # taken as written: `on:` stays "on", `8080:` "8080"
             child = path + (key,)
             if key in out:
@@ -300,6 +324,23 @@ class _YamlBuilder:
                 self.key_positions[path + (key,)] = (kmark.line + 1, kmark.column + 1)
                 out[key] = self.build(value_node, path + (key,), depth + 1)
         return out
+
+    def _bad_key(self, node: MappingNode, kwhere: Position) -> _ParseError:
+        """A list or mapping as a key: nearly always ``key: {{ value }}`` unquoted, which YAML reads as a
+        mapping whose one key is a mapping, so the user is told about quoting rather than about keys."""
+        start = node.start_mark
+        if not (node.flow_style and self.text.startswith("{{", start.index)):
+            hint = ('quote values that hold Jinja templates: key: "{{ value }}"'
+                    if "{{" in (self._line(kwhere[0]) or "") else "mapping keys must be plain strings")
+            return _ParseError("TS106", "a mapping key must be a string, not a list or mapping", kwhere, hint)
+        line = self._line(start.line + 1) or ""
+        value = line[start.column:]
+        value = value[:value.find("}}") + 2] if "}}" in value else value.rstrip()
+        quote = "'" if '"' in value else '"'
+        quoted = f"{line[:start.column]}{quote}{value}{quote}{line[start.column + len(value):]}".strip()
+        hint = f"quote it: {quoted}" if quote not in value else 'quote it: key: "{{ value }}"'
+        return _ParseError("TS106", 'a value that starts with "{{" must be quoted in YAML (unquoted, YAML reads'
+                           " { } as a mapping)", (start.line + 1, start.column + 1), hint)
 
     def _merge_sources(self, value: Node, where: Position) -> list[MappingNode]:
         if isinstance(value, MappingNode):

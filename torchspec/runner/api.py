@@ -451,6 +451,13 @@ class Runner:
         return AppStatus(AppState.CANCELLED, previous.num_restarts,
                          msg="the app no longer exists: it was cancelled or deleted, and the scheduler removed it")
 
+    def resolve_handle(self, text: str) -> AppHandle:
+        """The handle ``text`` means: itself, or for a bare app id (``hello-k3x9q2``) the handle of the one app
+        with that id known on this machine, asking no backend (see :mod:`torchspec.runner.handles`)."""
+        from torchspec.runner.handles import resolve_handle
+
+        return resolve_handle(text, self._name, list(self._apps), self._scheduler, self.scheduler_backends())
+
     def require_status(self, app_handle: AppHandle) -> AppStatus:
         """The app's status; :class:`~torchspec.specs.UnknownAppException` when the scheduler does not know it.
 

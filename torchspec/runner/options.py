@@ -9,7 +9,7 @@ takes one round trip rather than one per typo.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Union, get_origin
 
 from torchspec.errors import did_you_mean
 from torchspec.specs import CfgVal, InvalidRunConfigException, runopts
@@ -26,8 +26,10 @@ class RunOptionsError(InvalidRunConfigException):
     """Run options a scheduler refuses: every problem found, each naming its option.
 
     A :class:`~torchspec.specs.InvalidRunConfigException` (so TorchX-style
-    code catches it) and so a usage error; the hint is the scheduler's table
-    of run options.
+    code catches it) and so a usage error.  Each problem is one line that
+    says what was expected; the hint names the command that lists every
+    option, rather than the list itself, which buried the one line that
+    mattered under twenty that did not.
     """
 
     def __init__(self, scheduler: str, opts: runopts, problems: Mapping[str, str], cfg: Mapping[str, Any]) -> None:
@@ -39,7 +41,8 @@ class RunOptionsError(InvalidRunConfigException):
         else:
             self.message = f"{len(self.problems)} problems with the run options of {scheduler}:\n" + "\n".join(
                 f"  - {p}" for p in self.problems)
-        self.hint = f"the run options of {scheduler}:\n{opts!r}"
+        guessed = all("(did you mean " in p for p in self.problems)  # the fix is said already
+        self.hint = None if guessed else f"the run options of {scheduler}, with types: torchspec runopts {scheduler}"
 
 
 def resolve_run_options(
@@ -91,8 +94,8 @@ def resolve_run_options(
         if strict and isinstance(value, str) and opt.opt_type is not str:
             try:
                 value = opt.cast_to_type(value)
-            except (TypeError, ValueError) as e:
-                problems[key] = f"bad value for run option {key}={value!r}: {e}"
+            except (TypeError, ValueError):
+                problems[key] = f"run option {key}={value}: expected {_expected(opt.opt_type)}"
                 continue
         name = _name_of(opts, opt)
         if name in overlay and overlay[name] != value:
@@ -144,9 +147,25 @@ def _type_problems(opts: runopts, cfg: Mapping[str, CfgVal]) -> Dict[str, str]:
         if opt.is_required and value is None:
             problems[key] = f"run option {key} is required (type {get_type_name(opt.opt_type)}): {opt.help}"
         elif value is not None and not runopts.is_type(value, opt.opt_type):
-            problems[key] = (f"run option {key} must be of type {get_type_name(opt.opt_type)},"
-                             f" not {type(value).__name__} ({value!r})")
+            problems[key] = (f"run option {key}={value!r}: expected {_expected(opt.opt_type)},"
+                             f" not a {type(value).__name__}")
     return problems
+
+
+def _expected(opt_type: Any) -> str:
+    """What a value of ``opt_type`` looks like, in words (Python's own ``int('ten')`` text means nothing to
+    someone who typed ``-c kill_grace_s=ten``)."""
+    if opt_type is bool:
+        return "true or false (or yes/no, on/off, 1/0)"
+    if opt_type is int:
+        return "a whole number"
+    if opt_type is float:
+        return "a number"
+    if opt_type is dict or get_origin(opt_type) is dict:
+        return "KEY:VALUE items separated by ',' or ';'"
+    if opt_type is list or get_origin(opt_type) is list:
+        return "items separated by ',' or ';'"
+    return f"a value of type {get_type_name(opt_type)}"
 
 
 __all__ = ["GivenOptions", "RunOptionsError", "resolve_run_options"]

@@ -263,6 +263,12 @@ class Scheduler(abc.ABC, Generic[T]):
         """True if the app was submitted and the scheduler still knows it."""
         return self.describe(app_id) is not None
 
+    def app_ids_here(self) -> List[str]:
+        """The ids of the apps this scheduler knows from this machine alone, asking no backend (the ``local``
+        state folder); empty where only a backend could tell.  ``torchspec status ID`` takes an id that one
+        scheduler finds here for that app's handle, so no command contacts an engine to guess."""
+        return []
+
     @abc.abstractmethod
     def _cancel_existing(self, app_id: str) -> None:
         """Kill an app known to exist; :meth:`cancel` checks that first."""

@@ -37,8 +37,10 @@ class MalformedAppHandleException(UsageError):
     CLI shows ``message`` and ``hint``.
     """
 
-    def __init__(self, app_handle: str) -> None:
-        super().__init__(f"malformed app handle {app_handle!r}", HANDLE_HINT)
+    def __init__(self, app_handle: str, hint: Optional[str] = None, why: Optional[str] = None) -> None:
+        """``why`` and ``hint``: what the caller knows better than the handle's shape (a bare app id: whether
+        an app here has it, the handles it may mean)."""
+        super().__init__(f"malformed app handle {app_handle!r}" + (f": {why}" if why else ""), hint or HANDLE_HINT)
         self.args = (f"{app_handle} is not of the form: <scheduler_backend>://<session_name>/<app_id>",)
 
 

@@ -4,6 +4,7 @@ status and log-line parsing.  No Ray needed (and none imported)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -192,6 +193,22 @@ def test_a_dry_run_needs_no_ray(tmp_path) -> None:
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "placement_timeout" in r.stdout
+
+
+def test_without_ray_a_command_that_needs_it_is_a_usage_error_naming_the_extra(tmp_path) -> None:
+    """Exit 2, install the extra; not 6, which says a backend cannot be reached (none was asked)."""
+    script = ("import importlib.abc, sys\n"
+              "class Block(importlib.abc.MetaPathFinder):\n"
+              "    def find_spec(self, name, path=None, target=None):\n"
+              "        if name.split('.')[0] == 'ray': raise ImportError(f'No module named {name!r}', name=name)\n"
+              "sys.meta_path.insert(0, Block())\n"
+              "from torchspec.cli.main import main\n"
+              "main(sys.argv[1:])\n")
+    for args in (["list", "-s", "ray"], ["status", "ray://s/127.0.0.1:8265-a-1"]):
+        r = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=tmp_path,
+                           env={**os.environ, "TORCHSPEC_HOME": str(tmp_path / "home")})
+        assert r.returncode == 2, (args, r.stderr)
+        assert "which is not installed" in r.stderr and "hint: pip install 'torchspec[ray]'" in r.stderr, r.stderr
 
 
 def test_stopped_reads_cancelled_only_where_the_driver_confirmed_it() -> None:

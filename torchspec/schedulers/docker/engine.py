@@ -32,11 +32,16 @@ def docker_errors() -> Any:
 
 
 def reason(e: BaseException) -> str:
-    """The engine's own explanation of an error, without the SDK's HTTP noise."""
+    """The engine's own explanation of an error, without the SDK's HTTP noise; an engine that did not answer
+    in words (``its socket does not exist``), not Python's (``FileNotFoundError(2, ...)``)."""
     explanation = getattr(e, "explanation", None)
     if explanation:
         return str(explanation.decode() if isinstance(explanation, bytes) else explanation)
     text = str(e)
+    if is_unreachable(e):
+        said = next((said for words, said in _NO_ANSWER if words in text), None)
+        if said is not None:
+            return said
     match = re.search(r"\((.*)\)\)?$", text)
     return match.group(1) if "Connection" in text and match else text
 
@@ -71,9 +76,7 @@ def is_unreachable(e: BaseException) -> bool:
 
 def unreachable(e: BaseException, where: str) -> UnreachableError:
     """The :class:`UnreachableError` for ``e`` (see :func:`is_unreachable`), naming the engine at ``where``."""
-    text = str(e)
-    why = next((said for words, said in _NO_ANSWER if words in text), reason(e))
-    return UnreachableError(f"cannot reach the Docker engine at {where}: {why}", UNREACHABLE_HINT)
+    return UnreachableError(f"cannot reach the Docker engine at {where}: {reason(e)}", UNREACHABLE_HINT)
 
 
 def engine_closed() -> bool:

@@ -199,8 +199,13 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         except errors.APIError as e:
             self._remove(client, created, network_id)
             step = "starting" if len(created) == len(job.containers) else "creating"
-            raise BackendError(f"Docker refused {step} app {job.app_id}: {reason(e)}",
-                               "nothing of the app was left behind") from None
+            hint = "nothing of the app was left behind"
+            if "address pool" in reason(e):  # the engine's default pools hold ~30 bridge networks
+                hint += ("; each app gets a network of its own and the engine has no address range left for one:"
+                         " remove unused networks (docker network prune), run many apps on one network you create"
+                         " (docker network create NAME, then -c network=NAME), or give the engine more ranges"
+                         " (default-address-pools in daemon.json)")
+            raise BackendError(f"Docker refused {step} app {job.app_id}: {reason(e)}", hint) from None
         try:
             start_watcher(job.app_id)
         except OSError as e:

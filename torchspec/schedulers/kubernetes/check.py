@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Sequence
 
-from torchspec.errors import UsageError
+from torchspec.errors import MissingExtraError, UsageError
 from torchspec.schedulers.api import RequestCheck, RequestProblem
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.origin import json_path, parse_field, place, spec_path
@@ -71,12 +71,12 @@ def manifest_check(cfg: Mapping[str, Any], settings: Mapping[str, Any],
 
 def _k8s_versions(wanted: Sequence[str]) -> tuple[str, ...]:
     """``wanted`` as ``major.minor`` (default: the oldest and newest bundled), each checked against
-    what kubernetes-validate bundles; a usage error naming ``pip install kubernetes-validate`` without it."""
+    what kubernetes-validate bundles; without it, a usage error naming the extra that installs it."""
     try:
         import kubernetes_validate  # noqa: F401
     except ImportError:
-        raise UsageError("checking Kubernetes manifests needs the kubernetes-validate package",
-                         "pip install kubernetes-validate") from None
+        raise MissingExtraError("checking Kubernetes manifests needs the kubernetes-validate package, which is not"
+                                " installed", "kubernetes-validate", "or: pip install kubernetes-validate") from None
     try:
         from kubernetes_validate.utils import all_versions
 

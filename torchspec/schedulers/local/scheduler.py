@@ -178,6 +178,14 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
         """Whether the app's folder exists; cheaper than ``describe`` and has no side effects."""
         return self.app_dir(app_id) is not None
 
+    def app_ids_here(self) -> List[str]:
+        """The apps' folders (linked ones too), their state files left unread: all a bare id needs."""
+        try:
+            names = os.listdir(os.path.join(self.state_dir, APPS))
+        except OSError:  # no state folder yet, or one that cannot be read: `status` of a handle says why
+            return []
+        return sorted(name for name in names if is_valid_app_id(name))
+
     def describe(self, app_id: str) -> Optional[DescribeAppResponse]:
         app_dir = self.app_dir(app_id)
         if app_dir is None:

@@ -14,7 +14,7 @@ from typing import Dict, List, Mapping, Optional
 
 from torchspec.errors import AppRefusedError
 from torchspec.schedulers.api import labels_of
-from torchspec.schedulers.entrypoint import resolve_entrypoint
+from torchspec.schedulers.entrypoint import check_shell_command, resolve_entrypoint
 from torchspec.schedulers.local.options import extra_env, kill_grace_s
 from torchspec.schedulers.local.request import LocalRequest, ReplicaRequest, RoleRequest
 from torchspec.schedulers.local.states import ENV_ERROR_FILE, ERROR_FILE, OUTPUT_LOG, RANK0_HOST
@@ -105,6 +105,10 @@ def role_to_request(
         _replica_request(role, replica_id, app_id, app_dir, img_root, entrypoint, extra_env, prepend_path)
         for replica_id in range(role.num_replicas)
     ]
+    if replicas:  # the PATH the replicas get: their env's (else this process's), and the image folder
+        first = replicas[0]
+        replica_path = os.pathsep.join(p for p in (first.env.get("PATH", os.environ.get("PATH")), img_root) if p)
+        check_shell_command(role.name, entrypoint, first.args[1:], img_root, replica_path)
     return RoleRequest(
         name=role.name,
         max_retries=role.max_retries,

@@ -15,7 +15,7 @@ import os
 import warnings
 from typing import Any, Dict, Iterable, Iterator, List, Optional
 
-from torchspec.errors import BackendError
+from torchspec.errors import BackendError, MissingExtraError
 
 #: Seconds a State API call may take.
 STATE_TIMEOUT_S = 30
@@ -55,9 +55,9 @@ def _quiet() -> Iterator[None]:
             lg.setLevel(level)
 
 
-def _ray_missing(e: ImportError) -> BackendError:
-    return BackendError(f"the ray scheduler needs Ray's job submission client, which is not installed ({e})",
-                        "pip install 'torchspec[ray]' (or 'ray[default]')")
+def _ray_missing(e: ImportError) -> MissingExtraError:
+    return MissingExtraError(f"the ray scheduler needs Ray's job submission client, which is not installed ({e})",
+                             "ray", "or 'ray[default]'")
 
 
 class RayCluster:
@@ -75,7 +75,8 @@ class RayCluster:
 
     @property
     def jobs(self) -> Any:
-        """The ``JobSubmissionClient``; BackendError when Ray is missing or nothing answers at the address."""
+        """The ``JobSubmissionClient``; MissingExtraError when Ray is not installed, BackendError when nothing
+        answers at the address."""
         if self._client is None:
             try:
                 from ray.job_submission import JobSubmissionClient

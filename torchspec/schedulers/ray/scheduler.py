@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from datetime import datetime
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from torchspec.errors import AppRefusedError, NotFoundError
 from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware, check_replica
@@ -102,7 +102,15 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
     def list(self) -> List[ListAppResponse]:
         """The jobs torchspec submitted to the cluster at ``dashboard_address`` (else RAY_ADDRESS, else the
         default), oldest first."""
-        address = options.dashboard_address({"dashboard_address": self.dashboard_address})
+        return self._list(options.dashboard_address({"dashboard_address": self.dashboard_address}))
+
+    def list_where(self, cfg: Mapping[str, Any]) -> List[ListAppResponse]:
+        """The jobs of the cluster the run option ``dashboard_address`` names (``list -s ray -c ...``), as
+        ``submit`` with the same ``-c`` would reach."""
+        address = cfg.get("dashboard_address") or self.dashboard_address
+        return self._list(options.dashboard_address({"dashboard_address": address}))
+
+    def _list(self, address: str) -> List[ListAppResponse]:
         jobs = self.cluster(address).call("list_jobs")
         ours = sorted((j for j in jobs if META_APP in (j.metadata or {}) and j.submission_id),
                       key=lambda j: j.start_time or 0)

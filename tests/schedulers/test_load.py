@@ -1,0 +1,181 @@
+"""Load on every engine: N concurrent submits, then N statuses, N cancels and N waits at once, each a CLI
+process of its own, as N CI jobs would run them.
+
+What must hold, whatever the engine: each submit gives exactly one app (N distinct handles, N apps listed),
+each cancel ends exactly its app (every wait says CANCELLED), and nothing is left running. Each phase is
+bounded in time; how long each took is written to ``$TORCHSPEC_LOAD_REPORT`` (a JSON file, when set) so a
+session can record where an engine queued or throttled. N is ``$TORCHSPEC_LOAD_APPS`` (default 50).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Dict, List
+
+import pytest
+
+from test_kubernetes_cluster import k8s_image  # noqa: F401 - the fixture that puts the test image on the node
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+APPS = int(os.environ.get("TORCHSPEC_LOAD_APPS", "50"))
+#: The most any phase (N commands at once) may take, and the end of every app after the cancels.
+PHASE_S = 300
+CANCELLED = 5
+
+
+class Engine:
+    """How the test reaches one engine: the scheduler and its -c, the spec's image, what is left of an app."""
+
+    def __init__(self, scheduler: str, cfg: str, image: str, left: Callable[[str], List[str]],
+                 env: Dict[str, str]) -> None:
+        self.scheduler, self.cfg, self.image, self.left, self.env = scheduler, cfg, image, left, env
+
+
+def run_all(argvs: List[List[str]], env: Dict[str, str], cwd: pathlib.Path) -> List[subprocess.CompletedProcess]:
+    """Every command at once, each a process of its own (threads only wait on them)."""
+    def one(argv: List[str]) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "torchspec", *argv], capture_output=True, text=True, env=env,
+                              cwd=cwd, timeout=PHASE_S, stdin=subprocess.DEVNULL)
+
+    with ThreadPoolExecutor(max_workers=len(argvs)) as pool:
+        return list(pool.map(one, argvs))
+
+
+def environ_processes(tag: str) -> List[str]:
+    """Live processes whose environment holds a value containing ``tag`` (every replica has the app id)."""
+    found = []
+    needle = tag.encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if not any(needle in item and item.startswith(b"TORCHSPEC_APP_ID=") for item in f.read().split(b"\0")):
+                    continue
+            with open(f"/proc/{name}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] != b"Z":
+                    found.append(name)
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def local_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engine:
+    return Engine("local", "", ".", environ_processes, {"TORCHSPEC_HOME": str(tmp / "home")})
+
+
+def docker_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engine:
+    client = request.getfixturevalue("docker_client")
+    image = request.getfixturevalue("busybox_image")
+    request.getfixturevalue("docker_cleanup")
+
+    def left(name: str) -> List[str]:
+        return [c.name for c in client.containers.list(filters={"status": "running"}) if name in c.name]
+
+    # one network for all: the engine's default address pools hold ~30 networks, one per app otherwise (a
+    # submit past them is refused, saying how to get more: see the docker scheduler's section of README)
+    network = client.networks.create(f"load-{uuid.uuid4().hex[:6]}", driver="bridge")
+
+    def remove() -> None:  # the cancelled apps' containers are kept (for their logs) on the network
+        for container in client.containers.list(all=True, filters={"network": network.name}):
+            container.remove(force=True)
+        network.remove()
+
+    request.addfinalizer(remove)
+    return Engine("docker", f"network={network.name}", image, left, {"TORCHSPEC_HOME": str(tmp / "home")})
+
+
+def kubernetes_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engine:
+    cluster = request.getfixturevalue("k8s_cluster")
+    image = request.getfixturevalue("k8s_image")
+    ns = cluster.new_namespace("load")
+
+    def left(name: str) -> List[str]:
+        out = cluster.kubectl("get", "pods,jobs.batch,services", "-n", ns, "-o", "name").stdout.split()
+        return [o for o in out if name in o]
+
+    return Engine("kubernetes", f"namespace={ns},flavor=job", image, left, {"KUBECONFIG": cluster.kubeconfig})
+
+
+def slurm_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engine:
+    request.getfixturevalue("slurm_jobs")  # skips (or fails in CI) without a cluster
+
+    def left(name: str) -> List[str]:  # the job's name is the app's
+        out = subprocess.run(["squeue", "-h", "-o", "%i %j %T"], capture_output=True, text=True).stdout
+        return [line for line in out.splitlines() if name in line]
+
+    return Engine("slurm", "", str(tmp), left, {"TORCHSPEC_HOME": str(tmp / "home")})
+
+
+def ray_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engine:
+    cluster = request.getfixturevalue("ray_cluster")
+    return Engine("ray", f"dashboard_address={cluster.address}", "img", environ_processes,
+                  {"TORCHSPEC_HOME": str(tmp / "home")})
+
+
+ENGINES: Dict[str, Callable[[pathlib.Path, pytest.FixtureRequest], Engine]] = {
+    "local": local_engine, "docker": docker_engine, "kubernetes": kubernetes_engine, "slurm": slurm_engine,
+    "ray": ray_engine,
+}
+
+
+def report(engine: str, timings: Dict[str, float]) -> None:
+    path = os.environ.get("TORCHSPEC_LOAD_REPORT")
+    if not path:
+        return
+    data: Dict[str, Any] = json.loads(pathlib.Path(path).read_text()) if os.path.exists(path) else {}
+    data[engine] = {"apps": APPS, **{k: round(v, 2) for k, v in timings.items()}}
+    pathlib.Path(path).write_text(json.dumps(data, indent=1))
+
+
+@pytest.mark.parametrize("name", list(ENGINES))
+def test_concurrent_submits_statuses_and_cancels(name: str, tmp_path: pathlib.Path,
+                                                 request: pytest.FixtureRequest) -> None:
+    engine = ENGINES[name](tmp_path, request)
+    app = f"load{uuid.uuid4().hex[:6]}"
+    spec = tmp_path / "load.json"
+    spec.write_text(json.dumps({"name": app, "roles": [{
+        "name": "w", "image": engine.image, "entrypoint": "sh", "args": ["-c", "sleep 600"], "num_replicas": 1,
+        "resource": {"cpu": 0, "gpu": 0, "memMB": 16}}]}))
+    env = {**os.environ, **engine.env, "NO_COLOR": "1", "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    cfg = ["-c", engine.cfg] if engine.cfg else []
+    timings: Dict[str, float] = {}
+
+    def phase(what: str, argvs: List[List[str]]) -> List[subprocess.CompletedProcess]:
+        start = time.monotonic()
+        done = run_all(argvs, env, tmp_path)
+        timings[what] = time.monotonic() - start
+        bad = [(d.args[3:], d.returncode, d.stderr[-300:]) for d in done if not ok[what](d)]
+        assert not bad, f"{name} {what}: {len(bad)} of {len(done)} failed, e.g. {bad[:3]}"
+        assert all("Traceback" not in d.stderr for d in done)
+        return done
+
+    # after a cancel, docker and kubernetes remove the app altogether: to wait, it is gone (unknown, exit 2)
+    ok: Dict[str, Callable[[subprocess.CompletedProcess], bool]] = {
+        "submit": lambda d: d.returncode == 0, "status": lambda d: d.returncode == 0,
+        "cancel": lambda d: d.returncode == 0,
+        "wait": lambda d: d.returncode == CANCELLED or (d.returncode == 2 and "unknown app" in d.stderr)}
+    handles = [d.stdout.strip() for d in phase("submit", [["submit", "-s", engine.scheduler, *cfg, str(spec)]] * APPS)]
+    assert len(set(handles)) == APPS, f"{name}: {APPS} submits gave {len(set(handles))} distinct handles"
+    listed = subprocess.run([sys.executable, "-m", "torchspec", "list", "-s", engine.scheduler, *cfg, "--json"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=PHASE_S)
+    assert listed.returncode == 0, listed.stderr
+    ours = [a for a in json.loads(listed.stdout) if a["app_handle"] in set(handles)]
+    assert len(ours) == APPS, f"{name}: list shows {len(ours)} of the {APPS} apps submitted"
+    phase("status", [["status", h] for h in handles])
+    phase("cancel", [["cancel", h] for h in handles])
+    phase("wait", [["wait", h, "--timeout", str(PHASE_S)] for h in handles])
+    start = time.monotonic()
+    while (left := engine.left(app)) and time.monotonic() - start < 120:
+        time.sleep(1)
+    timings["gone"] = time.monotonic() - start
+    report(name, timings)
+    assert left == [], f"{name}: left running after every cancel: {left[:5]}"
