@@ -171,7 +171,8 @@ def wait_state(handle: str, states: tuple, timeout: float = 120) -> Dict[str, An
         time.sleep(0.5)
 
 
-def wait_gone(target: Target, timeout: float = 90) -> None:
+#: pods that ignore SIGTERM take their 30 s grace period, longer on a busy node
+def wait_gone(target: Target, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     while (left := target.leftovers()) and time.monotonic() < deadline:
         time.sleep(1)
