@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -22,7 +23,7 @@ from torchspec.schedulers.ray.logs import LineFilter, replica_lines
 from torchspec.schedulers.ray.options import ray_run_opts
 from torchspec.schedulers.ray.placement import never_fits
 from torchspec.schedulers.ray.scheduler import RayScheduler
-from torchspec.schedulers.ray.states import ENV_PLAN, split_app_id, tag
+from torchspec.schedulers.ray.states import ENV_PLAN, ENV_STOP_WAIT, STOP_WAIT_S, split_app_id, tag
 from torchspec.schedulers.ray.status import describe_job
 from torchspec.specs import AppState
 
@@ -236,3 +237,14 @@ def test_a_driver_killed_by_a_signal_is_named_so(code: int, name: str) -> None:
                           metadata={}, submission_id="a-1", job_id="02000000", driver_exit_code=code)
     desc = describe_job("h:1-a-1", job, [], {})
     assert desc.state == AppState.FAILED and f"the driver died, killed by {name}" in desc.msg, desc.msg
+
+
+def test_the_job_gives_its_driver_time_to_stop_every_replica(tmp_path: Path) -> None:
+    """Ray SIGKILLs a stopped driver 3 s after SIGTERM unless the job's env_vars say otherwise; under load the
+    driver's stop path took longer, and the app read FAILED instead of CANCELLED.  A runtime_env's own value wins."""
+    env = RayScheduler("s").submit_dryrun(app(), {}).request.submit_kwargs("x-1")["runtime_env"]["env_vars"]
+    assert env[ENV_STOP_WAIT] == str(STOP_WAIT_S) and STOP_WAIT_S >= 10
+    env_file = tmp_path / "env.yaml"
+    env_file.write_text(f"env_vars: {{{ENV_STOP_WAIT}: '60'}}\n")
+    request = dryrun(app(), runtime_env=str(env_file)).request
+    assert request.runtime_env["env_vars"][ENV_STOP_WAIT] == "60"

@@ -65,7 +65,7 @@ WAIT_SLICE_S = 0.5
 NODE_VERDICT_S = 45.0
 #: How often a waiting driver says what it waits for.
 PLACEMENT_REPORT_S = 30.0
-#: Seconds a stopped replica gets between SIGTERM and SIGKILL (Ray SIGKILLs the driver 3 s after its SIGTERM).
+#: Seconds a stopped replica gets between SIGTERM and SIGKILL (well within the STOP_WAIT_S the job gives the driver before Ray SIGKILLs it).
 STOP_GRACE_S = 1.5
 #: The most the driver waits at the end for the replicas' last lines to reach the job's log.
 FLUSH_WAIT_S = 5.0

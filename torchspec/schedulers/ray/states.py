@@ -46,6 +46,11 @@ STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 EXIT_UNSCHEDULABLE = 75
 #: What the driver exits with when it was stopped (SIGTERM): 128 + 15, as a shell reports it.
 EXIT_STOPPED = 143
+#: Ray's job supervisor SIGKILLs a stopped driver this many seconds after its SIGTERM (3 by default), read from
+#: the job's own env_vars: the driver's stop path (every replica SIGTERMed, then SIGKILLed after its grace, then
+#: the summary) takes about 2.5 s on an idle cluster and more under load, so the job asks for a margin.
+ENV_STOP_WAIT = "RAY_JOB_STOP_WAIT_TIME_S"
+STOP_WAIT_S = 30
 
 #: Ray's job states (``ray.job_submission.JobStatus``) as the names of AppStates (:func:`job_state`).
 JOB_STATES: Dict[str, str] = {

@@ -27,9 +27,11 @@ from torchspec.errors import AppRefusedError
 from torchspec.schedulers.ray.states import (
     DRIVER_MODULE,
     ENV_PLAN,
+    ENV_STOP_WAIT,
     META_APP,
     META_SESSION,
     META_SPEC,
+    STOP_WAIT_S,
     is_role_name,
 )
 from torchspec.schedulers.replicas import ENV_RANK0_HOST, check_role_names, replica_env
@@ -209,6 +211,8 @@ def app_to_request(app: AppDef, address: str, strategy: str, runtime_env: Mappin
     env = dict(runtime_env)
     env["py_modules"] = [*env.get("py_modules", []), torchspec_folder()]
     env["excludes"] = [*env.get("excludes", []), *(e for e in EXCLUDES if e not in env.get("excludes", []))]
+    # the driver's stop path needs more than Ray's default 3 s before SIGKILL under load; a runtime_env's own wins
+    env["env_vars"] = {ENV_STOP_WAIT: str(STOP_WAIT_S), **(env.get("env_vars") or {})}
     return RayJobRequest(
         address=address,
         app_name=app.name,
