@@ -430,13 +430,13 @@ def _count_coded(node: object) -> int:
 
 def count_diagnostics(ts: list[str], folder: Path, text_out: str, env: dict) -> tuple[int, str]:
     """How many diagnostics lint reports on the generated folder: from
-    `lint --format json` when that works, else lines of the text report that
+    `lint -o json` when that works, else lines of the text report that
     name a code."""
     try:
-        proc = subprocess.run(ts + ["lint", "--format", "json", str(folder)], capture_output=True, env=env,
+        proc = subprocess.run(ts + ["lint", "-o", "json", str(folder)], capture_output=True, env=env,
                               cwd=REPO, stdin=subprocess.DEVNULL, timeout=600)
         if proc.returncode in (0, 1):
-            return _count_coded(json.loads(proc.stdout)), "counted from --format json"
+            return _count_coded(json.loads(proc.stdout)), "counted from -o json"
     except (ValueError, subprocess.SubprocessError, OSError):
         pass
     lines = [ln for ln in text_out.splitlines() if re.search(r"\bTS\d{3}\b", ln)]

@@ -65,6 +65,7 @@ __all__ = [
     "find_project_config",
     "load_config",
     "scheduler_cfg",
+    "template_paths",
     "user_config_path",
 ]
 
@@ -300,6 +301,15 @@ APPLY_KEYS: dict[str, tuple[str, Any]] = {
     "lock_duration": ("a whole number of seconds, 1 or more",
                       lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1),
 }
+
+
+def template_paths(config: Config | None, given: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
+    """The folders templates may import from: ``--template-path`` where given, else ``[lint] template_paths``.
+    Every command that reads a spec takes them (lint, render, dryrun, submit, diff, apply, the language server),
+    so a file that lints clean also renders and runs."""
+    if given:
+        return tuple(given)
+    return tuple(config.section("lint").get("template_paths", [])) if config is not None else ()
 
 
 def apply_settings(config: Config) -> dict[str, Any]:

@@ -71,14 +71,16 @@ def apply(paths: tuple[str, ...], scheduler: str | None, cfg: str | None, params
     from torchspec.cli import console
     from torchspec.cli.apps_cmd import open_runner
     from torchspec.config import apply_settings, load_config
+    from torchspec.config import template_paths as config_template_paths
     from torchspec.gitops.apply import ApplyOptions, apply_paths
     from torchspec.gitops.apply_report import render
     from torchspec.gitops.lock import LockTimeout
     from torchspec.terminal import should_color
 
-    config = apply_settings(load_config())
+    full_config = load_config()
+    config = apply_settings(full_config)
     options = ApplyOptions(scheduler=scheduler or "", cfg=cfg, params=parse_params(params), params_file=params_file,
-                           template_paths=tuple(template_paths), scope=scope, replace=replace, prune=prune,
+                           template_paths=config_template_paths(full_config, template_paths), scope=scope, replace=replace, prune=prune,
                            all_or_nothing=all_or_nothing, lock_file=lock_file,
                            lock=lock or ("file" if lock_file else config.get("lock", "file")),
                            lock_timeout=_first(lock_timeout, config.get("lock_timeout"), ApplyOptions.lock_timeout),

@@ -55,11 +55,14 @@ def diff(files: tuple[str, ...], base: str | None, params: tuple[str, ...], para
         raise click.UsageError("give two files, OLD NEW, or --base REF [PATHS]...")
     if cfg and not scheduler:
         raise click.UsageError("-c sets a scheduler's run options: name the scheduler with -s")
-    options = DiffOptions(params=parse_params(params), params_file=params_file, template_paths=tuple(template_paths))
-    if allow_python is None:
-        from torchspec.config import load_config
+    from torchspec.config import load_config
+    from torchspec.config import template_paths as config_template_paths
 
-        allow_python = bool(load_config().section("diff").get("allow_python_components", False))
+    config = load_config()
+    options = DiffOptions(params=parse_params(params), params_file=params_file,
+                          template_paths=config_template_paths(config, template_paths))
+    if allow_python is None:
+        allow_python = bool(config.section("diff").get("allow_python_components", False))
     options.allow_python_components = allow_python
     with contextlib.ExitStack() as stack:
         runner = None

@@ -23,6 +23,7 @@ def run_lint(paths: tuple[str, ...], fmt: str = "text", output: str | None = Non
              allow_python: bool | None = None) -> int:
     """Lint ``paths`` (default: the current folder) and print the report; the exit code."""
     from torchspec.config import load_config
+    from torchspec.config import template_paths as config_template_paths
     from torchspec.lint import LintOptions, lint_paths
     from torchspec.report import get_reporter
 
@@ -40,7 +41,7 @@ def run_lint(paths: tuple[str, ...], fmt: str = "text", output: str | None = Non
         exclude=list(exclude) or list(config.get("exclude", [])),
         params=parse_params(params),
         params_file=params_file,
-        template_paths=tuple(template_paths) or tuple(config.get("template_paths", [])),
+        template_paths=config_template_paths(full_config, template_paths),
         only_specs=only_specs,
         scheduler=scheduler,
         scheduler_cfg=cfg or {},

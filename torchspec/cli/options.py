@@ -24,11 +24,19 @@ def parse_params(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def template_path_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    import click
+
+    return click.option("--template-path", "template_paths", multiple=True,
+                        type=click.Path(exists=True, file_okay=False),
+                        help="Another folder templates may import from (repeatable; default: [lint] "
+                             "template_paths of the config).")(f)
+
+
 def param_options(f: Callable[..., Any]) -> Callable[..., Any]:
     import click
 
-    f = click.option("--template-path", "template_paths", multiple=True, type=click.Path(exists=True, file_okay=False),
-                     help="Another folder templates may import from (repeatable).")(f)
+    f = template_path_option(f)
     f = click.option("--params-file", type=click.Path(exists=True, dir_okay=False),
                      help="YAML, JSON or TOML file of param values (-p wins over it).")(f)
     f = click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE",

@@ -26,11 +26,13 @@ def render(file: str, fmt: str, show_env: bool, reveal_env: bool, params: tuple[
     Values read with env() show as <value from env(NAME)> unless --reveal-env.
     """
     from torchspec.cli import console
+    from torchspec.config import load_config
+    from torchspec.config import template_paths as config_template_paths
     from torchspec.loader import LoadOptions, load_file, select_documents
     from torchspec.specs.convert import dump_app
 
     loaded = load_file(file, LoadOptions(params=parse_params(params), params_file=params_file,
-                                         template_paths=tuple(template_paths)))
+                                         template_paths=config_template_paths(load_config(), template_paths)))
     documents = select_documents(loaded, app_name)
     found = loaded.diagnostics + [d for doc in documents for d in doc.diagnostics]
     if found:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import click
 
 from torchspec.cli.apps_cmd import following, open_runner
-from torchspec.cli.options import app_option, parse_params
+from torchspec.cli.options import app_option, parse_params, template_path_option
 from torchspec.exit_codes import ExitCode, for_app_state
 
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ def submission_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--workspace", metavar="DIR", type=click.Path(exists=True, file_okay=False),
                      help="Build the first role's image with DIR's files copied on top, and run that "
                           "(schedulers that build images, e.g. docker; an unchanged DIR reuses the image).")(f)
+    f = template_path_option(f)
     f = click.option("--params-file", type=click.Path(exists=True, dir_okay=False),
                      help="YAML, JSON or TOML file of param values (-p wins over it).")(f)
     f = click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE",
@@ -145,8 +146,8 @@ def _prepare(runner: "Runner", scheduler: str | None, cfg_str: str | None) -> tu
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the app to end; the exit code says how it ended.")
 @click.option("--log", is_flag=True, help="Stream every replica's logs (on stderr) until the app ends; implies --wait.")
 def submit(ctx: click.Context, component: str | None, component_args: tuple[str, ...], scheduler: str | None,
-           cfg: str | None, params: tuple[str, ...], params_file: str | None, workspace: str | None,
-           app_name: str | None, wait_: bool, log: bool) -> int:
+           cfg: str | None, params: tuple[str, ...], params_file: str | None, template_paths: tuple[str, ...],
+           workspace: str | None, app_name: str | None, wait_: bool, log: bool) -> int:
     """Submit FILE (a spec) or COMPONENT (a built-in such as utils.echo) and print its app handle.
 
     FILE.py:FUNCTION is a TorchX-style Python component: its arguments follow
@@ -172,7 +173,8 @@ def submit(ctx: click.Context, component: str | None, component_args: tuple[str,
         args = _component_args(ctx, component, component_args, params)
         with _build_progress(workspace):
             handle = runner.run_component(component, args, name, run_cfg, workspace=workspace,
-                                          params_file=params_file, app_name=app_name)
+                                          params_file=params_file, app_name=app_name,
+                                          template_paths=template_paths)
         click.echo(handle)
         sys.stdout.flush()
         if not (wait_ or log):
@@ -195,8 +197,8 @@ def submit(ctx: click.Context, component: str | None, component_args: tuple[str,
 @click.option("--reveal-env", is_flag=True,
               help="Print the values env() read as they are (they are hidden by default: they may be secrets).")
 def dryrun(ctx: click.Context, component: str | None, component_args: tuple[str, ...], scheduler: str | None,
-           cfg: str | None, params: tuple[str, ...], params_file: str | None, workspace: str | None,
-           app_name: str | None, reveal_env: bool) -> int:
+           cfg: str | None, params: tuple[str, ...], params_file: str | None, template_paths: tuple[str, ...],
+           workspace: str | None, app_name: str | None, reveal_env: bool) -> int:
     """Print exactly what `torchspec submit` would send to the scheduler, without sending it.
 
     The output is the scheduler's request (the AppDryRunInfo), highlighted
@@ -223,7 +225,8 @@ def dryrun(ctx: click.Context, component: str | None, component_args: tuple[str,
         args = _component_args(ctx, component, component_args, params)
         with _build_progress(workspace):
             info = runner.dryrun_component(component, args, name, run_cfg, workspace=workspace,
-                                           params_file=params_file, app_name=app_name)
+                                           params_file=params_file, app_name=app_name,
+                                           template_paths=template_paths)
     console.highlighted(str(info) if reveal_env else _redacted_text(info), "yaml")
     return ExitCode.OK
 

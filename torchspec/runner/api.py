@@ -33,6 +33,7 @@ from typing import (
     List,
     Mapping,
     Optional,
+    Sequence,
     Tuple,
     Type,
 )
@@ -173,6 +174,7 @@ class Runner:
         *,
         params_file: Optional[str] = None,
         app_name: Optional[str] = None,
+        template_paths: Sequence[str] = (),
     ) -> AppHandle:
         """Load a component (a spec file, or a built-in such as ``dist.ddp``), then run it.
 
@@ -180,7 +182,8 @@ class Runner:
         value, or a list of ``name=value`` strings (TorchX's ``--name value``
         and ``-- trailing args`` forms work too; trailing args become the
         ``args`` param).  ``scheduler`` None means :meth:`default_scheduler`.
-        ``app_name`` picks one app of a spec file that holds several.
+        ``app_name`` picks one app of a spec file that holds several; ``template_paths`` are further folders
+        its templates may import from (default: the config's ``[lint] template_paths``).
 
         Raises:
             ComponentNotFoundError: ``component`` is neither a file nor a built-in.
@@ -188,7 +191,7 @@ class Runner:
         """
         dryrun_info = self.dryrun_component(component, component_args, scheduler, cfg=cfg, workspace=workspace,
                                             parent_run_id=parent_run_id, params_file=params_file,
-                                            app_name=app_name)
+                                            app_name=app_name, template_paths=template_paths)
         return self.schedule(dryrun_info)
 
     def dryrun_component(
@@ -202,6 +205,7 @@ class Runner:
         *,
         params_file: Optional[str] = None,
         app_name: Optional[str] = None,
+        template_paths: Sequence[str] = (),
     ) -> AppDryRunInfo[Any]:
         """What :meth:`run_component` would submit, without submitting it.
 
@@ -209,7 +213,8 @@ class Runner:
         component defaults (this runner's, then the config files'), then the
         spec's own defaults.
         """
-        app = self.load_component(component, component_args, params_file=params_file, app_name=app_name)
+        app = self.load_component(component, component_args, params_file=params_file, app_name=app_name,
+                                  template_paths=template_paths)
         return self.dryrun(app, scheduler, cfg=cfg, workspace=workspace, parent_run_id=parent_run_id)
 
     def load_component(
@@ -219,12 +224,13 @@ class Runner:
         *,
         params_file: Optional[str] = None,
         app_name: Optional[str] = None,
+        template_paths: Sequence[str] = (),
     ) -> AppDef:
         """The AppDef a component renders to with these args and the configured defaults
         (the one named ``app_name`` of a file that holds several): a spec file, a Python component
         (``FILE.py:FUNCTION``), an installed package's component, or a built-in, in that order."""
         return load_component(component, component_args, self._config, self._component_defaults,
-                              params_file=params_file, app_name=app_name)
+                              params_file=params_file, app_name=app_name, template_paths=tuple(template_paths))
 
     def default_component(self) -> Optional[str]:
         """The component the config names for a run that names none (``.torchxconfig``'s ``[cli:run]

@@ -8,7 +8,7 @@ part of the runner that reads spec files (through the loader).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from torchspec.errors import UsageError, did_you_mean
 
@@ -138,7 +138,7 @@ __all__ = ["ComponentArgs", "component_defaults_for", "params_file_keys", "parse
 
 def load_component(component: str, component_args: ComponentArgs, config: Optional["Config"],
                    runner_defaults: Mapping[str, Mapping[str, str]], *, params_file: Optional[str] = None,
-                   app_name: Optional[str] = None) -> Any:
+                   app_name: Optional[str] = None, template_paths: Tuple[str, ...] = ()) -> Any:
     """The AppDef of ``component`` (``Runner.load_component``): a Python component or a package's function
     called with its arguments, else a spec file (a file on disk, a package's, a built-in) rendered."""
     from torchspec.components import find_component, is_python_component
@@ -147,8 +147,9 @@ def load_component(component: str, component_args: ComponentArgs, config: Option
     python = is_python_component(component)
     package = None if python else package_component(component)
     if python or (package is not None and package.fn is not None):
-        if params_file or app_name:
-            raise UsageError(f"{component} is a Python component: --params-file and --app are for spec files",
+        if params_file or app_name or template_paths:
+            raise UsageError(f"{component} is a Python component: --params-file, --app and --template-path are"
+                             " for spec files",
                              "give its arguments on the command line (--name value, -- for *args)")
         from torchspec.components.python import call_component, materialize  # argparse, inspect: only here
 
@@ -164,7 +165,10 @@ def load_component(component: str, component_args: ComponentArgs, config: Option
         params = {**{k: v for k, v in defaults.items() if k not in taken}, **given}
     else:
         params = given
-    return load_app(path, params, params_file, app=app_name)
+    from torchspec.config import template_paths as config_template_paths
+
+    return load_app(path, params, params_file, template_paths=config_template_paths(config, template_paths),
+                    app=app_name)
 
 
 def component_help(component: str, config: Optional["Config"],

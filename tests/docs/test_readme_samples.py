@@ -1,0 +1,137 @@
+"""Every README sample that shows what a command prints, printed by a real run (tests/docs/sample_runner.py).
+
+Each test picks its blocks by what they hold; ``test_every_sample_is_run`` checks that together they are
+every block with a ``$ `` command in README.md and docs/*.md, so a new sample needs a test here.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import shutil
+import subprocess
+from typing import Iterator, List
+
+import pytest
+from k8s_support import Cluster
+from sample_runner import ROOT, SAMPLES, Block, Randoms, Session, blocks, sample_env, samples, steps
+
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+# an app id's random suffix: `train-49gvtx` in `local://torchspec/train-49gvtx`, `greedy-4xq2mz` in a Job's name
+APP_ID = re.compile(r"(?<![\w-])(?P<stable>[a-z][a-z0-9]*)-(?P<random>[a-z0-9]{6})(?=[-\s)]|$)")
+
+
+def readme_samples() -> List[Block]:
+    return samples([README])
+
+
+def first_command(block: Block) -> str:
+    return steps(block)[0].command
+
+
+def lint_samples() -> List[Block]:
+    return [b for b in readme_samples() if b.heading == "`torchspec lint`"]
+
+
+def kubernetes_lint_sample() -> Block:
+    (block,) = [b for b in readme_samples() if first_command(b).startswith("torchspec lint --scheduler kubernetes")]
+    return block
+
+
+def diff_samples() -> List[Block]:
+    return [b for b in readme_samples() if b.heading == "GitOps" and first_command(b).startswith("torchspec diff")]
+
+
+def walkthrough_samples() -> List[Block]:
+    return [b for b in readme_samples() if b.heading == "From a new repository to a merged pull request"]
+
+
+def test_every_sample_is_run() -> None:
+    runs = [*lint_samples(), kubernetes_lint_sample(), *diff_samples(), *walkthrough_samples()]
+    assert len(runs) == len(set(runs))
+    assert set(runs) == set(samples(PAGES)), [b.where for b in set(samples(PAGES)) - set(runs)]
+    assert (len(lint_samples()), len(diff_samples()), len(walkthrough_samples())) == (1, 3, 3)
+
+
+def test_the_lint_sample(tmp_path: pathlib.Path) -> None:
+    """The section's spec files (``yaml`` blocks opening with ``# PATH``) written out, then its samples run."""
+    work = tmp_path / "work"
+    for block in blocks(README):
+        first = block.text.splitlines()[0] if block.text else ""
+        if block.heading == "`torchspec lint`" and block.info == "yaml" and first.startswith("# "):
+            path = work / first[2:].strip()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(block.text)
+    session = Session(work, sample_env(tmp_path))
+    for block in lint_samples():
+        session.run(steps(block))
+    session.check()
+
+
+def test_the_kubernetes_server_dry_run_sample(tmp_path: pathlib.Path, k8s_cluster: Cluster) -> None:
+    """The spec shown just above it, linted against the real cluster's API server (a dry run: nothing is
+    created)."""
+    sample = kubernetes_lint_sample()
+    every = blocks(README)
+    spec = every[every.index(sample) - 1]
+    assert spec.info == "yaml" and "name: greedy" in spec.text, spec.where
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / first_command(sample).split()[-1]).write_text(spec.text)
+    session = Session(work, sample_env(tmp_path, KUBECONFIG=k8s_cluster.kubeconfig), Randoms(APP_ID))
+    session.run(steps(sample))
+    session.check()
+
+
+def git(cwd: pathlib.Path, env: dict, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True)
+
+
+def test_the_diff_samples(tmp_path: pathlib.Path) -> None:
+    """samples/diff/base is main; the pull request (a branch, checked out) makes it samples/diff/head: the
+    image bumped in jobs/lib/images.j2 (train.yaml and serve.yaml import it), train's lr and replicas, the
+    variable its secret is read from, and eval.yaml renamed."""
+    env = sample_env(tmp_path, WANDB_API_KEY="old-wandb-key", WANDB_TEAM_API_KEY="new-wandb-key")
+    repo = tmp_path / "repo"
+    shutil.copytree(SAMPLES / "diff" / "base", repo)
+    git(repo, env, "init", "-q", "-b", "main")
+    git(repo, env, "add", "-A")
+    git(repo, env, "commit", "-q", "-m", "base")
+    git(repo, env, "switch", "-q", "-c", "pull-request")
+    shutil.rmtree(repo / "jobs")
+    shutil.copytree(SAMPLES / "diff" / "head" / "jobs", repo / "jobs")
+    git(repo, env, "add", "-A")
+    git(repo, env, "commit", "-q", "-m", "the pull request")
+    session = Session(repo, env)
+    for block in diff_samples():
+        session.run(steps(block))
+    session.check()
+    assert not any(secret in printed for _, printed in session.ran for secret in ("old-wandb-key", "new-wandb-key"))
+
+
+@pytest.fixture
+def walkthrough(tmp_path: pathlib.Path) -> Iterator[Session]:
+    """A session whose folder will hold ml-jobs with the files of samples/gitops already there (jobs/*.yaml
+    and train.py; the sample's `git init` makes the repository of them); every app it started is cancelled."""
+    shutil.copytree(SAMPLES / "gitops", tmp_path / "work" / "ml-jobs")
+    session = Session(tmp_path / "work", sample_env(tmp_path), Randoms(APP_ID))
+    yield session
+    torchspec = str(tmp_path / "bin" / "torchspec")
+
+    def live() -> List[str]:
+        listed = subprocess.run([torchspec, "list", "-s", "local"], env=session.env, capture_output=True,
+                                text=True, timeout=60)
+        rows = [line.split() for line in listed.stdout.splitlines()[1:]]
+        return [row[0] for row in rows if len(row) > 1 and row[1] not in ("SUCCEEDED", "FAILED", "CANCELLED")]
+
+    for handle in live():
+        subprocess.run([torchspec, "cancel", handle], env=session.env, capture_output=True, timeout=60)
+    assert not live()
+
+
+def test_the_gitops_walkthrough(walkthrough: Session) -> None:
+    """The section's three blocks, one shell session: a repository, apply, a pull request, its merge."""
+    for block in walkthrough_samples():
+        walkthrough.run(steps(block))
+    walkthrough.check()
