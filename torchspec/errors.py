@@ -170,6 +170,19 @@ class MissingExtraError(UsageError):
         self.extra = extra
 
 
+class UnsupportedError(UsageError):
+    """The scheduler lacks what the command asks of it (following logs, a time window, a workspace...).
+
+    A usage error (exit 2): the backend was not asked; the message names the
+    scheduler and what it cannot do, rather than the command silently doing
+    less (``logs -f`` printing what there is and ending)."""
+
+    def __init__(self, message: str, hint: str | None = None, *, scheduler: str, capability: str) -> None:
+        super().__init__(message, hint)
+        self.scheduler = scheduler
+        self.capability = capability
+
+
 class NotFoundError(UsageError, ValueError):
     """What a request names (an app, a role, a replica) does not exist.
 

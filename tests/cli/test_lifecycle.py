@@ -270,9 +270,13 @@ def test_concurrent_submits_list_and_describe(env: Env) -> None:
     r = env.run("describe", handles[0], "--json")
     assert r.returncode == OK, r.stderr
     app = json.loads(r.stdout)
-    # another process than the submitter: the scheduler knows the roles, and names the app by its id
-    assert app["name"] in ("twin", handles[0].rsplit("/", 1)[1]) and app["roles"][0]["name"] == "main"
+    # another process than the submitter: the scheduler knows the roles and the app's name, and what torchspec
+    # added on the way (TORCHSPEC_JOB_ID) shows only with --all
+    assert app["name"] == "twin" and app["roles"][0]["name"] == "main"
     assert app["roles"][0]["args"] == ["-c", "print('twin')"]
+    assert "TORCHSPEC_JOB_ID" not in (app["roles"][0].get("env") or {})
+    everything = json.loads(env.run("describe", handles[0], "--all", "-o", "json").stdout)
+    assert everything["roles"][0]["env"]["TORCHSPEC_JOB_ID"] == handles[0].rsplit("/", 1)[0] + "/${app_id}"
     assert env.run("describe", handles[0]).returncode == OK
 
 

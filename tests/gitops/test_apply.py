@@ -221,9 +221,11 @@ def test_the_lock_makes_a_second_run_wait_and_time_out(ws: Workspace) -> None:
 def test_a_scheduler_that_keeps_no_labels_is_refused(ws: Workspace) -> None:
     from torchspec.errors import UsageError
     from torchspec.runner import Runner
+    from torchspec.schedulers.api import Capability
     from torchspec.schedulers.local.scheduler import LocalScheduler
 
     class Forgetful(LocalScheduler):
+        capabilities = LocalScheduler.capabilities - {Capability.LABELS}
         keeps_labels = False
 
     ws.write("jobs/a.json", "a", [local_role("main", 1)])

@@ -83,7 +83,7 @@ def test_non_positive_replicas(runner: Runner, replicas: int) -> None:
 
 def test_scheduler_validation_runs_too(runner: Runner) -> None:
     """The default Scheduler._validate refuses roles without a resource."""
-    with pytest.raises(ValueError, match="No resource for role"):
+    with pytest.raises(ValueError, match="role 'r' has no resource"):
         runner.dryrun(AppDef("a", roles=[Role(name="r", image="img", entrypoint="echo")]), "memory")
 
 

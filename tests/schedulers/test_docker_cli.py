@@ -237,6 +237,7 @@ def test_example_trainer_ps_reader(env: Env, docker_cleanup: Any) -> None:
 
     r = env.run("describe", handle, "--json")
     assert r.returncode == OK, r.stderr
+    assert json.loads(r.stdout)["name"] == "tps"  # the app's name (a container label), not its id
     roles = {role["name"]: role for role in json.loads(r.stdout)["roles"]}
     assert list(roles) == ["trainer", "parameter_server", "reader"]
     assert {name: (role["image"], role["num_replicas"], role["retry_policy"], role["max_retries"])

@@ -306,6 +306,7 @@ def test_status_follows_the_pods(sched: KubernetesScheduler, apiserver: FakeApiS
     app_id = sched.submit(make_app(), {})
     desc = sched.describe(app_id)
     assert desc is not None and desc.state == AppState.PENDING
+    assert desc.name == "demo"  # the app's name, kept in an annotation: the objects' names are the app id
     assert [(r.role, [x.id for x in r.replicas]) for r in desc.roles_statuses] == [("trainer", [0, 1]), ("reader", [0])]
 
     t0, t1 = job_pods(apiserver, app_id, "trainer")

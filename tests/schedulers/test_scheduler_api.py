@@ -111,9 +111,14 @@ def test_defaults_of_optional_methods() -> None:
     sched.close()
     sched.close()
     sched._validate(app(), "memory")
-    no_resource = specs.AppDef("x", roles=[specs.Role("r", image="img", entrypoint="x")])
-    with pytest.raises(ValueError, match="No resource for role: img"):
+    no_resource = specs.AppDef("x", roles=[specs.Role("ok", image="img", entrypoint="x", resource=specs.Resource(1, 0, 64)),
+                                           specs.Role("r", image="img", entrypoint="x")])
+    with pytest.raises(ValueError) as refused:  # a ValueError, as TorchX's
         sched._validate(no_resource, "memory")
+    # one sentence naming the role (not its image) and what is missing; the hint says how to give one
+    assert str(refused.value) == ("role 'r' has no resource, and the memory scheduler sizes what it allocates"
+                                  " from each role's resource")
+    assert "resource:" in refused.value.hint and refused.value.path == ("roles", 1, "resource")
 
 
 def test_response_defaults_match_torchx() -> None:

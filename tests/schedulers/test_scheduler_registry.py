@@ -175,7 +175,7 @@ def test_the_example_backend_plugs_in_through_its_entry_point(plugin_root: Path,
     assert no_resource.returncode == 2  # a missing file is a usage error too
     (tmp_path / "bare.yaml").write_text("name: bare\nroles:\n  - {name: t, image: img, entrypoint: echo}\n")
     bare = cli("dryrun", "-s", "memory", str(tmp_path / "bare.yaml"))
-    assert bare.returncode == 2 and "No resource for role" in bare.stderr, bare.stderr  # the API's refusal
+    assert bare.returncode == 2 and "role 't' has no resource" in bare.stderr, bare.stderr  # the API's refusal
 
 
 def test_every_backend_is_a_package_of_the_same_shape() -> None:

@@ -77,13 +77,17 @@ def list_apps(scheduler: str | None, cfg: str | None, selectors: tuple[str, ...]
     puts the spec's identity and content hash there): `-l
     torchspec.dev/apply-id=jobs/train.yaml` finds what apply submitted for that file.
 
-    Exit codes: 0 ok, 2 unknown scheduler, 6 the scheduler's backend cannot be reached.
+    Exit codes: 0 ok, 2 unknown scheduler, or -l/--show-labels on a scheduler
+    that keeps no labels, 6 the scheduler's backend cannot be reached.
     """
     from torchspec.cli import console
+    from torchspec.schedulers.api import Capability
 
     wanted = [s.partition("=") for s in selectors]
     with open_runner() as runner:
         name = runner.check_scheduler(scheduler)
+        if selectors or show_labels:
+            runner.require(name, Capability.LABELS)
         apps = [a for a in runner.list(name, runner.run_options(name, cfg) if cfg else None)
                 if all(k in a.labels and (not eq or a.labels[k] == v) for k, eq, v in wanted)]
     # ``name`` only where the scheduler reports one (TorchX's ListAppResponse has none; some backends add it)
@@ -113,12 +117,20 @@ def list_apps(scheduler: str | None, cfg: str | None, selectors: tuple[str, ...]
 @click.command()
 @click.argument("handle")
 @output_option(("yaml", "json"), "The AppDef as YAML or JSON (either is the shape of a spec file).", json_flag=True)
-def describe(handle: str, fmt: str) -> int:
+@click.option("--all", "show_all", is_flag=True,
+              help="Also show what torchspec added to each role's env (TORCHSPEC_JOB_ID, TORCHSPEC_PARENT_RUN_ID).")
+def describe(handle: str, fmt: str, show_all: bool) -> int:
     """Show the AppDef that an app was submitted with, as a spec (YAML, or JSON with -o json).
+
+    The app's name is the one it was submitted with, where the scheduler
+    keeps it (else its id). What torchspec added on the way (TORCHSPEC_JOB_ID
+    and TORCHSPEC_PARENT_RUN_ID in each role's env) is left out; --all shows
+    it too.
 
     Exit codes: 0 ok, 2 malformed or unknown handle, or unknown scheduler,
     6 the scheduler's backend cannot be reached.
     """
+    from torchspec.runner.injected import without_injected
     from torchspec.specs.convert import dump_app
 
     with open_runner() as runner:
@@ -127,7 +139,7 @@ def describe(handle: str, fmt: str) -> int:
     if app is None:
         raise UsageError(f"unknown app {handle!r}: the scheduler cannot describe it",
                          "list the apps with: torchspec list -s " + handle.split("://", 1)[0])
-    data = dump_app(app)
+    data = dump_app(app if show_all else without_injected(app))
     if fmt == "json":
         dump_json(data)
         return ExitCode.OK
@@ -176,6 +188,9 @@ def delete(handle: str) -> int:
     """
     with open_runner() as runner:
         handle = runner.resolve_handle(handle)
+        from torchspec.schedulers.api import Capability
+
+        runner.require(handle, Capability.DELETE, f"stop it with: torchspec cancel {handle}")
         runner.require_status(handle)
         try:
             runner.delete(handle)

@@ -41,22 +41,30 @@ def runopts(named: str | None, scheduler: str | None) -> int:
 
 
 @click.command()
-@output_option(("text", "json"), "text, or json (a list of {name, default}).", json_flag=True)
+@output_option(("text", "json"), "text, or json (a list of {name, default, capabilities}).", json_flag=True)
 def schedulers(fmt: str) -> int:
-    """List the registered scheduler backends; the default one is marked.
+    """List the registered scheduler backends, the default one marked, with what each can do.
 
     The default is default_scheduler from the configuration, else local.
-    Plug-ins register in the torchspec.schedulers entry-point group.
+    Plug-ins register in the torchspec.schedulers entry-point group. The
+    capabilities are those a command may need beyond submit, status and
+    cancel: logs, follow_logs (logs -f), log_window (logs --since/--until),
+    log_streams (logs --streams), delete, workspace (--workspace), labels
+    (apply, list -l); a command that needs one the scheduler lacks says so.
     """
+    from torchspec.schedulers.api import Capability
+
     with open_runner() as runner:
         names = list(runner.scheduler_backends())
         default = runner.default_scheduler()
+        capabilities = {n: [c.value for c in Capability if runner.scheduler_supports(n, c)] for n in names}
     if fmt == "json":
-        dump_json([{"name": n, "default": n == default} for n in names])
+        dump_json([{"name": n, "default": n == default, "capabilities": capabilities[n]} for n in names])
         return ExitCode.OK
     width = max((len(n) for n in names), default=0)
     for name in names:
-        click.echo(f"{name.ljust(width)}  (default)" if name == default else name)
+        mark = "(default)" if name == default else ""
+        click.echo(f"{name.ljust(width)}  {mark:9}  {' '.join(capabilities[name])}".rstrip())
     return ExitCode.OK
 
 

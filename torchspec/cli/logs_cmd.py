@@ -258,8 +258,9 @@ def logs(handle: str, selector: str | None, follow: bool, regex: str | None, sin
     terminal (never with NO_COLOR); plain text otherwise.
 
     Exit codes: 0 ok, 2 malformed or unknown handle, unknown scheduler, role or
-    replica, or a bad --regex/--since/--until, 6 the scheduler's backend
-    cannot be reached.
+    replica, a bad --regex/--since/--until, or an option the scheduler cannot
+    honour (-f, --since/--until, --streams: `torchspec schedulers` lists what
+    each can do), 6 the scheduler's backend cannot be reached.
     """
     if regex is not None:
         try:
@@ -268,6 +269,8 @@ def logs(handle: str, selector: str | None, follow: bool, regex: str | None, sin
             raise UsageError(f"bad --regex {regex!r}: {e}") from None
     with open_runner() as runner:
         handle = runner.resolve_handle(handle)
+        runner.check_log_request(handle, should_tail=follow, since=since, until=until,
+                                 streams=_stream_value(streams))
         targets = resolve_targets(runner, handle, selector)
         try:
             with following(handle) if follow else contextlib.nullcontext():

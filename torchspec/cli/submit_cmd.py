@@ -170,6 +170,7 @@ def submit(ctx: click.Context, component: str | None, component_args: tuple[str,
             click.echo(runner.component_help(component) or ctx.get_help())
             return ExitCode.OK
         name, run_cfg = _prepare(runner, scheduler, cfg)
+        _require(runner, name, workspace=workspace, follow=log)
         args = _component_args(ctx, component, component_args, params)
         with _build_progress(workspace):
             handle = runner.run_component(component, args, name, run_cfg, workspace=workspace,
@@ -222,6 +223,7 @@ def dryrun(ctx: click.Context, component: str | None, component_args: tuple[str,
             click.echo(runner.component_help(component) or ctx.get_help())
             return ExitCode.OK
         name, run_cfg = _prepare(runner, scheduler, cfg)
+        _require(runner, name, workspace=workspace, follow=False)
         args = _component_args(ctx, component, component_args, params)
         with _build_progress(workspace):
             info = runner.dryrun_component(component, args, name, run_cfg, workspace=workspace,
@@ -229,6 +231,19 @@ def dryrun(ctx: click.Context, component: str | None, component_args: tuple[str,
                                            template_paths=template_paths)
     console.highlighted(str(info) if reveal_env else _redacted_text(info), "yaml")
     return ExitCode.OK
+
+
+def _require(runner: "Runner", scheduler: str, *, workspace: str | None, follow: bool) -> None:
+    """Refuse, before anything is submitted, what the scheduler cannot do: the Runner, as TorchX's, ignores a
+    workspace a scheduler cannot build (TorchX passes one by default), which from the command line would
+    silently run the image without the user's files."""
+    from torchspec.schedulers.api import Capability
+
+    if workspace:
+        runner.require(scheduler, Capability.WORKSPACE, "leave out --workspace, or use a scheduler that builds"
+                                                        " images (docker)")
+    if follow:
+        runner.require(scheduler, Capability.FOLLOW_LOGS, "use --wait, then torchspec logs HANDLE")
 
 
 def _redacted_text(info: "AppDryRunInfo[Any]") -> str:

@@ -164,7 +164,8 @@ def apply_paths(runner: "Runner", paths: Iterable[str], options: ApplyOptions, *
     scheduler = runner.check_scheduler(options.scheduler)
     if not runner.scheduler_keeps_labels(scheduler):
         raise UsageError(f"the {scheduler} scheduler does not keep app labels: apply could not find what it submitted",
-                         "a backend says it keeps them with Scheduler.keeps_labels (every built-in one does)")
+                         "`torchspec schedulers` lists those that keep them (capability labels; a backend declares"
+                         " Capability.LABELS)")
     root = find_root()
     scope = [relative(root, p) for p in paths]
     run_options = runner.run_options(scheduler, options.cfg)

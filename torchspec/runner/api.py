@@ -41,6 +41,7 @@ from typing import (
 from torchspec.errors import OUTAGE_S, AppRefusedError, TorchSpecError, UnreachableError
 from torchspec.runner.components import ComponentArgs, component_help, load_component, parse_component_args
 from torchspec.runner.options import GivenOptions, resolve_run_options
+from torchspec.schedulers.api import Capability
 from torchspec.specs import (
     MISSING,
     AppDef,
@@ -352,8 +353,23 @@ class Runner:
         return self._scheduler(scheduler).run_opts()
 
     def scheduler_keeps_labels(self, scheduler: str) -> bool:
-        """Whether ``scheduler`` stores each app's labels (its metadata) and lists them (``Scheduler.keeps_labels``)."""
-        return bool(self._scheduler(scheduler).keeps_labels)
+        """Whether ``scheduler`` stores each app's labels (its metadata) and lists them (Capability.LABELS)."""
+        return self.scheduler_supports(scheduler, Capability.LABELS)
+
+    def scheduler_supports(self, scheduler: str, capability: "Capability") -> bool:
+        """Whether ``scheduler`` has ``capability`` (``Scheduler.supports``)."""
+        return bool(self._scheduler(scheduler).supports(capability))
+
+    def require(self, scheduler_or_handle: str, capability: "Capability", hint: Optional[str] = None) -> None:
+        """UnsupportedError (exit 2) unless the scheduler (by name, or of a handle) has ``capability``."""
+        name = parse_app_handle(scheduler_or_handle)[0] if "://" in scheduler_or_handle else scheduler_or_handle
+        self._scheduler(name).require(capability, hint)
+
+    def check_log_request(self, app_handle: AppHandle, *, should_tail: bool = False, since: Optional[datetime] = None,
+                          until: Optional[datetime] = None, streams: Optional["Stream"] = None) -> None:
+        """Refuse a :meth:`log_lines` request the app's scheduler cannot honour in full (``Scheduler.
+        check_log_request``); :meth:`log_lines` passes every request on, as TorchX's does."""
+        self._scheduler_app_id(app_handle)[0].check_log_request(should_tail, since, until, streams)
 
     def run_options(self, scheduler: str, given: GivenOptions = None, *, strict: bool = True) -> Dict[str, CfgVal]:
         """``scheduler``'s cfg from ``given`` (``-c`` text or a mapping) over the config file's and its defaults.
@@ -518,7 +534,7 @@ class Runner:
         if not app:
             desc = scheduler.describe(app_id)
             if desc:
-                app = AppDef(name=app_id, roles=desc.roles, metadata=dict(desc.labels))
+                app = AppDef(name=getattr(desc, "name", None) or app_id, roles=desc.roles, metadata=dict(desc.labels))
         return app
 
     def log_lines(

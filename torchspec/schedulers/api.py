@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any, Dict, Generic, Iterable, List, Mapping, Optional, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, FrozenSet, Generic, Iterable, List, Mapping, Optional, Tuple, TypeVar
 
-from torchspec.errors import AppRefusedError, NotFoundError, UsageError
+from torchspec.errors import AppRefusedError, NotFoundError, UnsupportedError, UsageError
 from torchspec.specs import (
     NONE,
     NULL_RESOURCE,
@@ -29,6 +29,50 @@ from torchspec.specs import (
     RoleStatus,
     runopts,
 )
+
+if TYPE_CHECKING:
+    from torchspec.schedulers.app_store import AppStore
+
+
+class Capability(str, Enum):
+    """What a backend can do beyond the interface's minimum, declared in :attr:`Scheduler.capabilities`.
+
+    The runner (and so the CLI) refuses a request that needs a capability the
+    scheduler lacks with an :class:`~torchspec.errors.UnsupportedError` naming
+    both, instead of the scheduler silently doing less: ``logs -f`` on a
+    backend that cannot follow would print what there is and end.
+    """
+
+    #: ``log_iter`` at all
+    LOGS = "logs"
+    #: ``log_iter(should_tail=True)`` follows a replica's output until it can produce no more
+    FOLLOW_LOGS = "follow_logs"
+    #: ``log_iter`` selects lines by ``since``/``until`` (the backend keeps each line's time)
+    LOG_WINDOW = "log_window"
+    #: ``log_iter(streams=...)`` keeps stdout and stderr apart
+    LOG_STREAMS = "log_streams"
+    #: ``delete`` removes an app and what is kept of it, logs included
+    DELETE = "delete"
+    #: ``build_workspace_and_update_role`` builds a workspace into role 0's image (TorchX's WorkspaceMixin)
+    WORKSPACE = "workspace"
+    #: ``list`` and ``describe`` give back each app's labels (its ``AppDef.metadata``); ``apply`` needs it
+    LABELS = "labels"
+
+    @property
+    def doing(self) -> str:
+        """What a scheduler without it cannot do, for the error: "the memory scheduler cannot <doing>"."""
+        return _DOING[self]
+
+
+_DOING = {
+    Capability.LOGS: "show logs (logs)",
+    Capability.FOLLOW_LOGS: "follow logs (logs -f, submit --log)",
+    Capability.LOG_WINDOW: "select log lines by time (logs --since/--until)",
+    Capability.LOG_STREAMS: "keep stdout and stderr apart (logs --streams)",
+    Capability.DELETE: "delete apps (delete)",
+    Capability.WORKSPACE: "build a workspace into an image (--workspace)",
+    Capability.LABELS: "keep an app's labels (apply, list -l, list --show-labels)",
+}
 
 
 class Stream(str, Enum):
@@ -60,6 +104,9 @@ class DescribeAppResponse:
     metadata: Dict[str, str] = field(default_factory=dict)
     #: the app's labels: its ``AppDef.metadata`` as submitted, where the scheduler keeps them (``keeps_labels``)
     labels: Dict[str, str] = field(default_factory=dict)
+    #: the app's name as submitted (``AppDef.name``), where the scheduler keeps it; None: the runner names
+    #: the app by its id
+    name: Optional[str] = None
 
 
 @dataclass
@@ -149,7 +196,13 @@ class Scheduler(abc.ABC, Generic[T]):
     scheduler that does not keep them.
     """
 
-    #: whether ``list`` and ``describe`` give back each app's labels (its ``AppDef.metadata``)
+    #: what this backend can do beyond the minimum (see :class:`Capability`); a backend declares all it has.
+    #: For backends written before capabilities existed, :meth:`supports` also infers LABELS from
+    #: ``keeps_labels``, WORKSPACE from a ``build_workspace_and_update_role`` method, and LOGS and DELETE from
+    #: overriding ``log_iter`` and ``delete``.
+    capabilities: ClassVar[FrozenSet[Capability]] = frozenset()
+    #: whether ``list`` and ``describe`` give back each app's labels (its ``AppDef.metadata``); the same as
+    #: declaring :attr:`Capability.LABELS`
     keeps_labels: bool = False
     #: how this scheduler comes to forget an app it ran (``status`` of it is then an unknown app): the
     #: CLI's hint says so; None where it only forgets apps deleted on purpose
@@ -158,6 +211,63 @@ class Scheduler(abc.ABC, Generic[T]):
     def __init__(self, backend: str, session_name: str) -> None:
         self.backend = backend
         self.session_name = session_name
+        self._store: Optional["AppStore"] = None
+
+    def supports(self, capability: Capability) -> bool:
+        """Whether this scheduler has ``capability``: declared in :attr:`capabilities`, or (for backends
+        written before they existed) shown by what it implements."""
+        if capability in type(self).capabilities:
+            return True
+        cls = type(self)
+        inferred = {
+            Capability.LABELS: bool(self.keeps_labels),
+            Capability.WORKSPACE: callable(getattr(self, "build_workspace_and_update_role", None)),
+            Capability.LOGS: cls.log_iter is not Scheduler.log_iter,
+            Capability.DELETE: cls.delete is not Scheduler.delete,
+        }
+        return inferred.get(capability, False)
+
+    def require(self, capability: Capability, hint: Optional[str] = None) -> None:
+        """Raise :class:`~torchspec.errors.UnsupportedError` unless this scheduler :meth:`supports` it."""
+        if not self.supports(capability):
+            raise UnsupportedError(f"the {self.backend} scheduler cannot {capability.doing}",
+                                   hint or "`torchspec schedulers` lists what each scheduler can do",
+                                   scheduler=self.backend, capability=capability.value)
+
+    def check_log_request(self, should_tail: bool = False, since: Optional[datetime] = None,
+                          until: Optional[datetime] = None, streams: Optional["Stream"] = None) -> None:
+        """Raise :class:`~torchspec.errors.UnsupportedError` for a ``log_iter`` request this scheduler cannot
+        honour in full: following, a time window, one stream alone.  ``log_iter`` is not checked itself (a
+        TorchX backend may ignore what it cannot do); the CLI asks this first, so ``logs -f`` on a backend
+        that cannot follow says so rather than printing what there is and ending."""
+        for needed, capability, hint in (
+                (True, Capability.LOGS, None),
+                (should_tail, Capability.FOLLOW_LOGS, "leave out -f to print what there is now"),
+                (since is not None or until is not None, Capability.LOG_WINDOW, "leave out --since/--until"),
+                (streams is not None and Stream(streams) != Stream.COMBINED, Capability.LOG_STREAMS,
+                 "leave out --streams: both streams come together")):
+            if needed:
+                self.require(capability, hint)
+
+    @property
+    def store(self) -> "AppStore":
+        """What this backend keeps per app on this machine, found again from the app id alone.
+
+        ``status``, ``logs``, ``cancel`` and ``describe`` get only the app id: a
+        run option the app was submitted with (a queue folder, a server) must
+        be recoverable from it.  Put it in the id where it is short and stable
+        (kubernetes puts the namespace there), in the engine where the engine
+        keeps it (labels), or here: ``self.store.put(app_id, {...})`` in
+        ``schedule``, ``self.store.get(app_id)`` later.  One JSON file per app
+        under ``$TORCHSPEC_HOME/store/BACKEND/``, written atomically under a
+        lock; see :class:`~torchspec.schedulers.app_store.AppStore`.
+        """
+        store = getattr(self, "_store", None)  # a subclass may not call this class's __init__
+        if store is None:
+            from torchspec.schedulers.app_store import AppStore
+
+            store = self._store = AppStore(self.backend)
+        return store
 
     def close(self) -> None:
         """Free what this object holds; only schedulers with local state need it.
@@ -266,8 +376,9 @@ class Scheduler(abc.ABC, Generic[T]):
     def app_ids_here(self) -> List[str]:
         """The ids of the apps this scheduler knows from this machine alone, asking no backend (the ``local``
         state folder); empty where only a backend could tell.  ``torchspec status ID`` takes an id that one
-        scheduler finds here for that app's handle, so no command contacts an engine to guess."""
-        return []
+        scheduler finds here for that app's handle, so no command contacts an engine to guess.  By default the
+        apps this backend keeps in its :attr:`store`."""
+        return self.store.app_ids()
 
     @abc.abstractmethod
     def _cancel_existing(self, app_id: str) -> None:
@@ -328,11 +439,13 @@ class Scheduler(abc.ABC, Generic[T]):
         By default every role needs a resource, since most backends must
         size what they allocate; schedulers that ignore resources override it.
         """
-        for role in app.roles:
+        for i, role in enumerate(app.roles):
             if role.resource == NULL_RESOURCE:
                 raise AppRefusedError(
-                    f"No resource for role: {role.image}. Did you forget to attach resource to the role"
-                )
+                    f"role {role.name!r} has no resource, and the {scheduler} scheduler sizes what it allocates"
+                    f" from each role's resource",
+                    "give the role one, e.g. `resource: {cpu: 1, memMB: 1024}`",
+                    path=("roles", i, "resource"))
 
 
 def check_replica(app_id: str, role_name: str, k: int, replicas: Mapping[str, int]) -> None:

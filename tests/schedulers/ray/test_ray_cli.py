@@ -100,7 +100,8 @@ def test_cli_lifecycle_on_the_cluster(site, ray_cluster, tmp_path) -> None:
                             cwd=tmp_path, env={**os.environ, **env, "PYTHONPATH": os.pathsep.join(
                                 p for p in (site, str(ROOT), os.environ.get("PYTHONPATH", "")) if p)})
     assert handle.rsplit("/", 1)[1] in listed.stdout, listed.stderr
-    assert cli(site, tmp_path, "describe", handle).returncode == OK
+    described = cli(site, tmp_path, "describe", handle, "-o", "json")
+    assert described.returncode == OK and json.loads(described.stdout)["name"] == "tpr", described.stderr
 
     sleeper = spec(tmp_path, "sleeper", [role("a", "sleep 300")])
     handle = cli(site, tmp_path, "submit", "-s", "ray", "-c", cfg, sleeper).stdout.strip()

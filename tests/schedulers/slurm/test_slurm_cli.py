@@ -68,7 +68,8 @@ def test_cli_lifecycle(slurm_jobs, tmp_path) -> None:
     status = json.loads(cli(tmp_path, "status", handle, "--json").stdout)
     assert status["state"] == "SUCCEEDED"
     assert handle in cli(tmp_path, "list", "-s", "slurm").stdout
-    assert cli(tmp_path, "describe", handle).returncode == OK
+    described = cli(tmp_path, "describe", handle, "-o", "json")
+    assert described.returncode == OK and json.loads(described.stdout)["name"] == "tpr", described.stderr
 
 
 def test_cli_cancel_and_failure(slurm_jobs, tmp_path) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List,
 
 from torchspec.errors import BackendError, NotFoundError, UnreachableError
 from torchspec.schedulers.api import (
+    Capability,
     DescribeAppResponse,
     ListAppResponse,
     Scheduler,
@@ -45,6 +46,7 @@ from torchspec.schedulers.docker.labels import (
     CANCELLED_SUFFIX,
     DEFAULT_ENGINE,
     LABEL_APP_ID,
+    LABEL_APP_NAME,
     LABEL_KEEP,
     LABEL_METADATA,
     LABEL_NETWORK,
@@ -105,6 +107,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
     points it at the terminal, the library default logs at INFO.
     """
 
+    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.WORKSPACE, Capability.LABELS})
     keeps_labels = True  # as a container label
 
     def __init__(self, session_name: str, client: Optional["docker.DockerClient"] = None) -> None:
@@ -250,6 +253,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
             roles=_submitted_roles(view),
             metadata=metadata,
             labels=_app_labels(view),
+            name=first.labels.get(LABEL_APP_NAME) or None if first is not None else None,
         )
 
     def _settled(self, client: "docker.DockerClient", view: AppView) -> AppView:

@@ -20,6 +20,7 @@ from torchspec.schedulers.docker.labels import (
     DEFAULT_STOP_TIMEOUT_S,
     KNOWN_DEVICES,
     LABEL_APP_ID,
+    LABEL_APP_NAME,
     LABEL_ATTEMPT,
     LABEL_KEEP,
     LABEL_METADATA,
@@ -305,11 +306,13 @@ def _resources(role: Role, cfg: Mapping[str, CfgVal]) -> Dict[str, Any]:
 
 
 def _labels(
-    app_id: str, session_name: str, network: str, role: Role, replica_id: int, keep: bool, role_json: str
+    app_id: str, app_name: str, session_name: str, network: str, role: Role, replica_id: int, keep: bool,
+    role_json: str
 ) -> Dict[str, str]:
     """What the engine remembers of the replica for ``status``, ``describe``, ``cancel`` and the watcher."""
     return {
         LABEL_APP_ID: app_id,
+        LABEL_APP_NAME: app_name,
         LABEL_ROLE_NAME: role.name,
         LABEL_REPLICA_ID: str(replica_id),
         LABEL_NUM_REPLICAS: str(role.num_replicas),
@@ -330,8 +333,10 @@ def role_to_containers(
     cfg: Mapping[str, CfgVal],
     cwd: str,
     environ: Mapping[str, str],
+    app_name: str = "",
 ) -> List[DockerContainer]:
-    """One :class:`DockerContainer` per replica of ``role``, macros substituted.
+    """One :class:`DockerContainer` per replica of ``role``, macros substituted; ``app_name`` is kept as a
+    label for ``describe`` (the app id where not given).
 
     Each replica's env is, later entries winning: variables copied from the
     submitting shell (``copy_env``), the role's env, the ``env`` run option,
@@ -360,7 +365,8 @@ def role_to_containers(
         env.update({key: values.substitute(value) for key, value in extra_env.items()})
         env.update(replica_env(app_id, role.name, replica_id, role.num_replicas, rank0_host))
         env.setdefault("PYTHONUNBUFFERED", "1")
-        labels = _labels(app_id, session_name, network, role, replica_id, bool(cfg.get("keep_containers")), role_json)
+        labels = _labels(app_id, app_name or app_id, session_name, network, role, replica_id, bool(cfg.get("keep_containers")),
+                         role_json)
         working_dir = _working_dir(role, filled)
         containers.append(
             DockerContainer(
@@ -414,7 +420,8 @@ def app_to_job(
     create_network = not network
     network = network or f"torchspec-{app_id}"
     containers = [
-        c for role in app.roles for c in role_to_containers(role, app_id, session_name, network, cfg, cwd, environ)
+        c for role in app.roles
+        for c in role_to_containers(role, app_id, session_name, network, cfg, cwd, environ, app_name=app.name)
     ]
     labels = labels_of(app)
     for container in containers if labels else []:

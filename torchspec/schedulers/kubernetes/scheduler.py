@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, 
 
 from torchspec.errors import BackendError, NotFoundError
 from torchspec.schedulers.api import (
+    Capability,
     DescribeAppResponse,
     ListAppResponse,
     RequestCheck,
@@ -64,6 +65,7 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
     A context or namespace in an app id (:class:`AppRef`) wins over both.
     """
 
+    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.DELETE, Capability.LABELS})
     keeps_labels = True  # as an annotation of the app's objects
 
     def __init__(self, session_name: str, client: Optional["kubernetes.client.ApiClient"] = None,

@@ -27,6 +27,8 @@ ANNOTATION_ROLE_INDEX = "torchspec.dev/role-index"
 ANNOTATION_ROLES = "torchspec.dev/roles"
 #: Annotation of every object of an app with labels: its labels (its AppDef.metadata) as JSON.
 ANNOTATION_METADATA = "torchspec.dev/metadata"
+#: the app's name as submitted (its AppDef.name), which ``describe`` shows: the object's name is the app id
+ANNOTATION_APP_NAME = "torchspec.dev/app-name"
 #: Kueue picks up workloads that carry this label (the LocalQueue's name).
 LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 #: The WorkloadPriorityClass Kueue gives the workload (run option ``priority``).

@@ -19,6 +19,7 @@ from torchspec.schedulers.kubernetes.flavor import Flavor
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.names import AppRef, role_key
 from torchspec.schedulers.kubernetes.states import (
+    ANNOTATION_APP_NAME,
     ANNOTATION_METADATA,
     DEFAULT_FLAVOR,
     JOB_INDEX_KEY,
@@ -233,6 +234,13 @@ class AppView:
         return parse_labels_json(annotations.get(ANNOTATION_METADATA))
 
     @property
+    def app_name(self) -> Optional[str]:
+        """The app's name as submitted, from the annotation of its first object (None: an app submitted
+        before names were kept)."""
+        annotations = (self.top[0]["metadata"].get("annotations") or {}) if self.top else {}
+        return annotations.get(ANNOTATION_APP_NAME) or None
+
+    @property
     def role_names(self) -> List[Tuple[str, str, int]]:
         """(role name, role key, num_replicas) in submission order."""
         return [(r["name"], role_key(self.app_id, r["name"]), int(r.get("num_replicas", 1))) for r in self.roles_json]
@@ -361,4 +369,5 @@ def describe_app(view: AppView, app_id: str) -> DescribeAppResponse:
                   "session_name": labels.get(LABEL_SESSION, ""),
                   "objects": ", ".join(describe_obj(o) for o in view.top)},
         labels=view.labels,
+        name=view.app_name,
     )

@@ -26,6 +26,7 @@ from torchspec.schedulers.kubernetes.names import AppRef, is_label_value, is_qua
     role_key
 from torchspec.schedulers.kubernetes.options import check_run_options, flavor_name, parse_version
 from torchspec.schedulers.kubernetes.states import (
+    ANNOTATION_APP_NAME,
     ANNOTATION_METADATA,
     CAP_GPU_RESOURCE,
     DEFAULT_FLAVOR,
@@ -268,9 +269,10 @@ def app_labels(app_id: str, flavor: str, session_name: str) -> Dict[str, str]:
 
 
 def metadata_annotation(app: AppDef) -> Dict[str, str]:
-    """The app's labels (its metadata) as the annotation ``list`` and ``describe`` read back; none without."""
+    """The app's name, and its labels (its metadata) where it has any: the annotations ``list`` and
+    ``describe`` read back."""
     labels = labels_of(app)
-    return {ANNOTATION_METADATA: labels_json(labels)} if labels else {}
+    return {ANNOTATION_APP_NAME: app.name, **({ANNOTATION_METADATA: labels_json(labels)} if labels else {})}
 
 
 def _container(role: Role, key: str, app_id: str, flavor: Flavor, cfg: Mapping[str, CfgVal], entrypoint: str,

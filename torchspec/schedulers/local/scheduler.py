@@ -22,6 +22,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Patte
 
 from torchspec.errors import AppRefusedError, NotFoundError, StateError
 from torchspec.schedulers.api import (
+    Capability,
     DescribeAppResponse,
     ListAppResponse,
     ReplicaRunStatus,
@@ -109,6 +110,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
     submitting process exits, which is the point.
     """
 
+    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.LABELS})
     keeps_labels = True  # in state.json
 
     def __init__(self, session_name: str, state_dir: Optional[str] = None) -> None:
@@ -224,6 +226,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
             roles_statuses.append(RoleStatus(role=role_name, replicas=replicas))
 
         msg = _message(app_dir, state)
+        spec = _read_spec(app_dir)
         return DescribeAppResponse(
             app_id=app_id,
             state=app_state(state.get("state")),
@@ -232,9 +235,10 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
             structured_error_msg=min(errors)[1] if errors else NONE,
             ui_url=f"file://{app_dir}",
             roles_statuses=roles_statuses,
-            roles=_read_roles(app_dir),
+            roles=_read_roles(spec, app_dir),
             metadata={"app_dir": app_dir, "session_name": str(state.get("session_name", ""))},
             labels=dict(state.get("labels") or {}),
+            name=str(spec.get("name") or "") or None,
         )
 
     def list(self) -> List[ListAppResponse]:
@@ -574,13 +578,27 @@ def _kill_grace_s(app_dir: str) -> int:
     return request.kill_grace_s if request else DEFAULT_KILL_GRACE_S
 
 
-def _read_roles(app_dir: str) -> List[Role]:
-    """The roles of ``spec.json``, for the runner to rebuild the AppDef; [] if unreadable."""
+def _read_spec(app_dir: str) -> Dict[str, Any]:
+    """``spec.json``, the app as submitted; {} if unreadable (``describe`` then shows no roles)."""
+    try:
+        spec = read_json(os.path.join(app_dir, SPEC_FILE))
+    except (OSError, ValueError) as e:
+        import logging  # only here: it costs every command's start-up
+
+        logging.getLogger(__name__).debug("cannot read the spec of %s: %s", app_dir, e)
+        return {}
+    return spec if isinstance(spec, dict) else {}
+
+
+def _read_roles(spec: Dict[str, Any], app_dir: str) -> List[Role]:
+    """The roles of the app's spec, for the runner to rebuild the AppDef; [] if they do not build."""
     from torchspec.specs.convert import build_app
 
+    if not spec:
+        return []
     try:
-        return build_app(read_json(os.path.join(app_dir, SPEC_FILE))).roles
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        return build_app(spec).roles
+    except (ValueError, KeyError, TypeError) as e:
         import logging  # only here: it costs every command's start-up
 
         logging.getLogger(__name__).debug("cannot rebuild the roles of %s: %s", app_dir, e)

@@ -15,7 +15,15 @@ from datetime import datetime
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from torchspec.errors import AppRefusedError, NotFoundError
-from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler, Stream, aware, check_replica
+from torchspec.schedulers.api import (
+    Capability,
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+    aware,
+    check_replica,
+)
 from torchspec.schedulers.ray import options
 from torchspec.schedulers.ray.client import RayCluster
 from torchspec.schedulers.ray.logs import LineFilter, replica_lines
@@ -32,6 +40,9 @@ DELETE_WAIT_S = 30
 class RayScheduler(Scheduler[Dict[str, CfgVal]]):
     """One app is one Ray job whose driver runs every replica as its own actor, gang-scheduled per role."""
 
+    # no LABELS: a job's metadata holds torchspec's keys and the metadata run option, not the app's labels
+    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS,
+                              Capability.DELETE})
     unknown_app_hint = ("a Ray head that restarted forgets every job (unless the cluster has GCS fault"
                         " tolerance), and its apps stopped with it")
 

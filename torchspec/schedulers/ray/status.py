@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from torchspec.schedulers.api import DescribeAppResponse, ReplicaRunStatus
 from torchspec.schedulers.ray.states import (
+    META_APP,
     META_SESSION,
     META_SPEC,
     SUMMARY,
@@ -114,7 +115,8 @@ def describe_job(app_id: str, job: Any, actors: List[Mapping[str, Any]], node_ip
         msg=_message(state, running_job, job, summary), roles_statuses=roles_statuses, roles=roles,
         ui_url=None, metadata={"submission_id": str(getattr(job, "submission_id", "") or ""),
                                "ray_job_id": str(getattr(job, "job_id", "") or ""),
-                               "session_name": metadata.get(META_SESSION, "")})
+                               "session_name": metadata.get(META_SESSION, "")},
+        name=metadata.get(META_APP) or None)
 
 
 def stopped_state(log: str) -> Tuple[AppState, Optional[Dict[str, Any]]]:

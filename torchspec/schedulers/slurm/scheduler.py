@@ -19,7 +19,15 @@ from datetime import datetime
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from torchspec.errors import BackendError, NotFoundError
-from torchspec.schedulers.api import DescribeAppResponse, ListAppResponse, ReplicaRunStatus, Scheduler, Stream, aware
+from torchspec.schedulers.api import (
+    Capability,
+    DescribeAppResponse,
+    ListAppResponse,
+    ReplicaRunStatus,
+    Scheduler,
+    Stream,
+    aware,
+)
 from torchspec.schedulers.slurm.logs import (
     find_job_dir,
     follow_log,
@@ -75,6 +83,7 @@ SlurmReplicaStatus = ReplicaRunStatus
 class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
     """Submits each app as one (heterogeneous) batch job with ``sbatch`` and asks ``scontrol`` about it."""
 
+    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.LABELS})
     keeps_labels = True  # in the job's comment (and its spec.json)
 
     def __init__(self, session_name: str) -> None:
@@ -223,7 +232,8 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         # the comment, else (a job Slurm forgot) the metadata of the spec as submitted
         labels = (leader.labels if leader is not None else {}) or _spec_labels(spec)
         return DescribeAppResponse(app_id=app_id, state=state, num_restarts=restarts, msg=msg,
-                                   roles_statuses=roles_statuses, roles=roles, metadata=metadata, labels=labels)
+                                   roles_statuses=roles_statuses, roles=roles, metadata=metadata, labels=labels,
+                                   name=str((spec or {}).get("name") or "") or None)
 
     def exists(self, app_id: str) -> bool:
         if not is_job_id(app_id):
