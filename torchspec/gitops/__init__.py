@@ -1,8 +1,8 @@
 """GitOps: what a change to checked-in spec files changes in what would run (``torchspec diff``), and running
 each of them once (``torchspec apply``).
 
-- :mod:`torchspec.gitops.canonical`: an AppDef as a canonical plain dict, and the content hash
-  (``content_hash``) that ``apply`` stores on a job;
+- :mod:`torchspec.specs.canonical` (a layer below, as the runner records the hash at submit too): an AppDef
+  as a canonical plain dict, and the content hash (``content_hash``) that ``apply`` stores on a job;
 - :mod:`torchspec.gitops.git`: the files changed since a ref, and a commit's files as a loader source;
 - :mod:`torchspec.gitops.changes`: which spec files a change touches (itself, or through a file it uses);
 - :mod:`torchspec.gitops.diff`: both sides of each changed spec loaded and compared, field by field and,

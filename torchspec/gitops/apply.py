@@ -239,7 +239,7 @@ def load_specs(root: str, paths: Iterable[str], options: ApplyOptions, scheduler
                run_options: Mapping[str, Any]) -> list[Step]:
     """A ``create`` step per app of every spec under ``paths`` (as lint finds them), with its identity and
     hash; an ``error`` step for a file that does not load, or an app whose identity another one has."""
-    from torchspec.gitops.canonical import canonical_app, content_hash
+    from torchspec.specs.canonical import canonical_app, content_hash
     from torchspec.lint import discover, lint_file
     from torchspec.loader import LoadOptions
 

@@ -2,7 +2,7 @@
 
 A side is a spec file loaded with the caller's params (missing required
 params get lint's stand-in values, the same on both sides) into canonical
-forms (:mod:`torchspec.gitops.canonical`), so reformatting, reordering keys or
+forms (:mod:`torchspec.specs.canonical`), so reformatting, reordering keys or
 moving a value into a template shows nothing.  With a scheduler, each app is
 also dry-run on it and the native requests (manifest, sbatch script,
 containers) are compared as a unified diff, with the random app id made
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from torchspec.errors import Diagnostic, TorchSpecError, UsageError
 from torchspec.exit_codes import ExitCode
-from torchspec.gitops.canonical import Canonical, Path, canonical_app
+from torchspec.specs.canonical import Canonical, Path, canonical_app
 from torchspec.components import is_python_component
 from torchspec.loader import FILES, LoadOptions, Source, load_file
 
