@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from torchspec.gitops.canonical import HASH_VERSION, canonical_app, content_hash
 from torchspec.loader import load_text
+from torchspec.specs.canonical import HASH_VERSION, canonical_app, content_hash
 
 SPEC = """name: train
 metadata: {team: ml, tier: "1"}
