@@ -87,3 +87,8 @@ def k8s_cluster() -> Iterator[Any]:
     import k8s_support
 
     yield from k8s_support.session_cluster()
+
+
+#: The example plug-in's own tests (tests/plugins/torchspec-example/tests) need it installed with pip, which
+#: tests/test_scaffold.py does in a virtual environment of its own, and runs them there.
+collect_ignore = ["plugins"]

@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("schedulers", ("torchspec.schedulers",)),
     ("runner", ("torchspec.runner",)),
     ("gitops", ("torchspec.gitops",)),
+    ("scaffold", ("torchspec.scaffold",)),
     ("front ends", ("torchspec.cli", "torchspec.__main__", "torchspec.lsp")),
 ]
 

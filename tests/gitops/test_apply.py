@@ -235,19 +235,23 @@ def test_a_scheduler_that_keeps_no_labels_is_refused(ws: Workspace) -> None:
 
 
 def test_a_third_party_backend_gets_the_labels_the_same_way(ws: Workspace, monkeypatch: Any) -> None:
-    """The example backend (tests/plugins) keeps AppDef.metadata; apply needs nothing else from it."""
+    """The example plug-in (tests/plugins/torchspec-example, what `torchspec new scheduler` writes) declares
+    Capability.LABELS and keeps AppDef.metadata in its store; apply needs nothing else from it."""
     from torchspec.runner import Runner
 
-    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parents[1] / "plugins"))
-    from torchspec_memory import create_scheduler
+    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parents[1] / "plugins" / "torchspec-example"))
+    monkeypatch.setenv("TORCHSPEC_HOME", str(ws.root.parent / "example-home"))
+    from torchspec_example import create_scheduler
 
     for name in ("a", "b"):
-        ws.write(f"jobs/{name}.json", name, [{**local_role("main", 1), "resource": {"cpu": 1, "memMB": 64}}])
+        ws.write(f"jobs/{name}.json", name, [local_role("main", 0)])  # no resource: the example ignores them
     monkeypatch.chdir(ws.root)
-    with Runner("t", {"memory": create_scheduler}) as runner:
-        first = apply_paths(runner, ["jobs"], ApplyOptions("memory", lock_file=str(ws.root.parent / "m.lock")))
-        second = apply_paths(runner, ["jobs"], ApplyOptions("memory", lock_file=str(ws.root.parent / "m.lock")))
+    with Runner("t", {"example": create_scheduler}) as runner:
+        first = apply_paths(runner, ["jobs"], ApplyOptions("example", lock_file=str(ws.root.parent / "m.lock")))
+        second = apply_paths(runner, ["jobs"], ApplyOptions("example", lock_file=str(ws.root.parent / "m.lock")))
         described = runner.describe(first.steps[0].handle or "")
+        for step in first.steps:
+            runner.cancel(step.handle or "")
     assert [s.status for s in first.steps] == ["done", "done"]
     assert [(s.action, s.handle) for s in second.steps] == [("unchanged", s.handle) for s in first.steps]
     assert described is not None and described.metadata["torchspec.dev/apply-id"] == "jobs/a.json"

@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "schedulers": ("torchspec.cli.info_cmd", "schedulers", "List the registered schedulers (default marked)."),
     "builtins": ("torchspec.cli.info_cmd", "builtins", "List the built-in components."),
     "config": ("torchspec.cli.info_cmd", "config_cmd", "Show the effective configuration and where each value is set."),
+    "new": ("torchspec.cli.new_cmd", "new", "Start a scheduler plug-in package from a template."),
     "lsp": ("torchspec.cli.lsp_cmd", "lsp", "Run the language server for editors (live lint, hover, completion)."),
 }
 
