@@ -35,6 +35,8 @@ from typing import Any, Iterator, NoReturn
 
 import pytest
 
+from process_support import alive, wait_gone
+
 # Containers and networks the docker scheduler creates carry this label (value: the app id).
 APP_LABEL = "torchspec.app-id"
 
@@ -328,21 +330,12 @@ DOCKERD_LOG = "/tmp/dockerd.log"
 _CONTAINERD_PID = "/var/run/docker/containerd/containerd.pid"
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, which a parent other than us may be slow to reap, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
-
-
 def _dockerd() -> tuple[int, list[str], dict[str, str], str, str]:
     """(pid, argv, environment, working folder, log file) of this machine's dockerd; skips without one we may stop."""
     if os.environ.get("DOCKER_HOST", "unix://").split("://")[0] != "unix":
         pytest.skip("the engine is not on this machine (DOCKER_HOST), so this test cannot stop and start it")
     for name in os.listdir("/proc"):
-        if not name.isdigit() or not _alive(int(name)):
+        if not name.isdigit() or not alive(int(name)):
             continue
         try:
             with open(f"/proc/{name}/comm") as f:
@@ -412,12 +405,9 @@ def engine_stopped(client: Any, timeout: float = 60) -> Iterator[float]:
     started = time.monotonic()
     os.kill(pid, signal.SIGTERM)
     try:
-        deadline = started + timeout
-        while _alive(pid):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"dockerd {pid} still runs {timeout}s after SIGTERM")
-            time.sleep(0.1)
+        if wait_gone([pid], timeout):
+            raise RuntimeError(f"dockerd {pid} still runs {timeout}s after SIGTERM")
         yield time.monotonic() - started
     finally:
-        if not _alive(pid):
+        if not alive(pid):
             start_engine(client, argv, env, cwd, log, timeout)

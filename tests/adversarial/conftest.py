@@ -1,4 +1,5 @@
-"""Fixtures for the adversarial suite: the real ``torchspec`` CLI on a private state folder, and /proc scans.
+"""Fixtures for the adversarial suite: the real ``torchspec`` CLI on a private state folder, and /proc scans
+(``tests/process_support.py``).
 
 ``local`` gives each test its own ``TORCHSPEC_HOME`` and runs every command
 as a fresh process (``python -m torchspec``), asserting that no command ever
@@ -18,6 +19,8 @@ import time
 from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
+
+from process_support import alive, app_processes, stat_fields
 
 PY = sys.executable
 HANDLE_PREFIX = "local://"
@@ -39,37 +42,6 @@ def wait_for(condition: Callable[[], Any], timeout: float = TIMEOUT_S, what: str
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.05)
-
-
-def stat_fields(pid: int) -> List[str]:
-    """``/proc/PID/stat`` from the state on (state, ppid, pgrp, session, ...); [] once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
-            return stat.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return []
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie is dead)."""
-    fields = stat_fields(pid)
-    return bool(fields) and fields[0] != "Z"
-
-
-def app_processes(app_id: str) -> List[int]:
-    """Live processes, anywhere on the machine, whose environment says they belong to ``app_id``."""
-    marker = f"TORCHSPEC_APP_ID={app_id}".encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as environ:
-                if marker in environ.read().split(b"\0") and alive(int(name)):
-                    found.append(int(name))
-        except OSError:
-            continue
-    return found
 
 
 class Local:
@@ -123,7 +95,7 @@ class Local:
         return json.loads(r.stdout)  # type: ignore[no-any-return]
 
     def processes(self, handle: str) -> List[int]:
-        """Live processes of the app, wherever they are (see :func:`app_processes`)."""
+        """Live processes of the app, wherever they are (see :func:`process_support.app_processes`)."""
         return app_processes(app_id(handle))
 
     def app_dir(self, handle: str) -> pathlib.Path:

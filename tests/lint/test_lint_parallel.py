@@ -10,6 +10,7 @@ import sys
 import pytest
 
 import torchspec.lint as lint_module
+from process_support import children, cpu_seconds, finish, ignores, interruptible
 from torchspec.lint import PARALLEL_FROM, LintOptions, jobs_for, lint_paths
 
 GOOD = "name: ok-{n}\nroles:\n  - name: r\n    image: img\n    entrypoint: echo\n    num_replicas: {r}\n"
@@ -98,7 +99,6 @@ def test_ctrl_c_stops_every_lint_process_quietly(tmp_path: pathlib.Path) -> None
     """Ctrl-C reaches the whole foreground process group: one message, exit 130, no traceback from any
     process, none left behind."""
     import signal
-    import time
 
     slow = ("name: slow-{n}\nroles:\n  - name: r\n    image: img\n    entrypoint: echo\n"
             "    args: [\"{{% for i in range(100000) %}}{{% for j in range(100000) %}}{{% endfor %}}{{% endfor %}}\"]\n")
@@ -107,12 +107,49 @@ def test_ctrl_c_stops_every_lint_process_quietly(tmp_path: pathlib.Path) -> None
     for n in range(PARALLEL_FROM):
         (folder / f"spec{n}.yaml").write_text(slow.format(n=n))
     for jobs in ("0", "1"):
-        proc = subprocess.Popen([sys.executable, "-m", "torchspec", "lint", "-j", jobs, str(folder)], text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        time.sleep(2)  # every process is rendering a template that runs for its whole 5 s budget
+        # interruptible: SIGINT at its default even where this test run was started ignoring it
+        proc = subprocess.Popen(interruptible([sys.executable, "-m", "torchspec", "lint", "-j", jobs, str(folder)]),
+                                text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            wait_until(lambda: every_process_renders(proc.pid), READY_S, f"lint -j {jobs} to render templates")
+        except AssertionError:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
         os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        _, err = finish(proc, timeout=120)
         assert proc.returncode == 130, err
         assert err.strip() == "error: aborted", err
         left = subprocess.run(["pgrep", "-f", str(folder)], capture_output=True, text=True).stdout.split()
         assert not left, left
+
+
+#: How long lint may take to start rendering; the wait ends as soon as it does.
+READY_S = 120.0
+#: CPU time that says a process renders a template: a worker (forked: its own time starts at 0) does nothing
+#: else; lint alone starts up in ~0.1 s, and a template runs for its whole budget.
+WORKER_RENDERS_CPU_S, ALONE_RENDERS_CPU_S = 0.3, 1.0
+
+
+def every_process_renders(lint: int) -> bool:
+    """Whether every process of a lint run is rendering a (slow) template: its workers, each past the
+    initializer that leaves Ctrl-C to the parent (SIGINT ignored), when it forked some, else itself.
+
+    Work done, not time passed: on a loaded machine, 2 s after the start a process may still be importing.
+    Workers are all forked before the first file is handed out, so once one renders they are all there.
+    """
+    import signal
+
+    workers = children(lint)
+    if not workers:
+        return cpu_seconds(lint) >= ALONE_RENDERS_CPU_S
+    return all(ignores(pid, signal.SIGINT) and cpu_seconds(pid) >= WORKER_RENDERS_CPU_S for pid in workers)
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(0.05)

@@ -1,8 +1,7 @@
-"""Helpers for scheduler tests: waiting on apps and checking processes without psutil."""
+"""Helpers for scheduler tests: waiting on apps (processes: tests/process_support.py)."""
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Callable, Optional
 
@@ -32,23 +31,3 @@ def wait_terminal(sched: LocalScheduler, app_id: str, timeout: float = TIMEOUT_S
     wait_for(terminal, timeout, f"{app_id} to finish")
     assert found[0] is not None
     return found[0]
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs.
-
-    Zombies (dead, not yet reaped by a parent that may never reap them) count
-    as dead, but only once all their threads are gone: a killed
-    multi-threaded process shows a zombie main thread while the others still
-    exit and still hold its files.
-    """
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            zombie = stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-        return not zombie or len(os.listdir(f"/proc/{pid}/task")) > 1
-    except OSError:
-        return True

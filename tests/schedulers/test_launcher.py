@@ -13,6 +13,7 @@ from typing import List
 
 import pytest
 
+from process_support import processes_with_env, wait_empty
 from torchspec.schedulers import launcher
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="subreapers and /proc are Linux's")
@@ -23,27 +24,11 @@ LEAKY = "sleep 300 & setsid sleep 300 & echo started; wait"
 
 def tagged(tag: str) -> List[int]:
     """Live processes whose environment holds ``LAUNCHER_TEST=tag``."""
-    found = []
-    for name in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                if f"LAUNCHER_TEST={tag}".encode() not in f.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{name}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] != b"Z":
-                    found.append(int(name))
-        except (OSError, ValueError):
-            continue
-    return found
+    return processes_with_env("LAUNCHER_TEST", tag)
 
 
 def gone(tag: str, within: float = 5.0) -> bool:
-    deadline = time.monotonic() + within
-    while tagged(tag):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return not wait_empty(lambda: tagged(tag), within)
 
 
 def start(argv: List[str], tag: str, **kwargs: object) -> subprocess.Popen:

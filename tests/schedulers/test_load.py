@@ -21,7 +21,9 @@ from typing import Any, Callable, Dict, List
 
 import pytest
 
+from process_support import processes_with_env
 from test_kubernetes_cluster import k8s_image  # noqa: F401 - the fixture that puts the test image on the node
+from torchspec.schedulers.replicas import ENV_APP_ID
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 APPS = int(os.environ.get("TORCHSPEC_LOAD_APPS", "50"))
@@ -49,22 +51,8 @@ def run_all(argvs: List[List[str]], env: Dict[str, str], cwd: pathlib.Path) -> L
 
 
 def environ_processes(tag: str) -> List[str]:
-    """Live processes whose environment holds a value containing ``tag`` (every replica has the app id)."""
-    found = []
-    needle = tag.encode()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                if not any(needle in item and item.startswith(b"TORCHSPEC_APP_ID=") for item in f.read().split(b"\0")):
-                    continue
-            with open(f"/proc/{name}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] != b"Z":
-                    found.append(name)
-        except (OSError, IndexError):
-            continue
-    return found
+    """Live processes whose TORCHSPEC_APP_ID holds ``tag`` (every replica has the app id, which holds its name)."""
+    return [str(pid) for pid in processes_with_env(ENV_APP_ID, tag, substring=True)]
 
 
 def local_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engine:

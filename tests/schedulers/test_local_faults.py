@@ -25,7 +25,8 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from scheduler_helpers import alive, wait_for
+from process_support import alive, app_processes
+from scheduler_helpers import wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mounts and /proc: Linux")
 
@@ -66,17 +67,6 @@ def read_only(path: pathlib.Path) -> Iterator[None]:
         yield
     finally:
         _umount(path)
-
-
-def app_processes(app_id: str) -> List[int]:
-    """Live processes anywhere on the machine whose environment says they belong to ``app_id``."""
-    marker = f"TORCHSPEC_APP_ID={app_id}".encode()
-    pids = []
-    for environ in pathlib.Path("/proc").glob("[0-9]*/environ"):
-        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to read
-            if marker in environ.read_bytes().split(b"\0") and alive(int(environ.parent.name)):
-                pids.append(int(environ.parent.name))
-    return pids
 
 
 class Cli:

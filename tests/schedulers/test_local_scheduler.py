@@ -23,7 +23,8 @@ from torchspec.schedulers.api import Stream
 from torchspec.schedulers.local.scheduler import LocalScheduler
 from torchspec.schedulers.local.state import update_state
 
-from scheduler_helpers import TIMEOUT_S, alive, wait_for, wait_terminal
+from process_support import alive
+from scheduler_helpers import TIMEOUT_S, wait_for, wait_terminal
 
 AppState = specs.AppState
 

@@ -38,7 +38,14 @@ from typing import List, Optional
 if __name__ == "__main__":  # run by path: import torchspec from the folder this file is in, not its neighbours
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from torchspec.schedulers.processes import children, kill_strays, set_child_subreaper, signal_group  # noqa: E402
+from torchspec.schedulers.processes import (  # noqa: E402
+    children,
+    group_alive,
+    kill_strays,
+    set_child_subreaper,
+    signal_group,
+    signal_pid,
+)
 
 #: prctl(2): the signal this process gets when the thread that started it exits.
 _PR_SET_PDEATHSIG = 1
@@ -133,9 +140,9 @@ class Launcher:
         for pid, pgid in children(me):
             if pgid != os.getpgrp():
                 signal_group(pgid, signal.SIGTERM)
-            _kill(pid, signal.SIGTERM)
+            signal_pid(pid, signal.SIGTERM)
         deadline = time.monotonic() + self.grace_s
-        while time.monotonic() < deadline and (children(me) or _group_alive(group)):
+        while time.monotonic() < deadline and (children(me) or group_alive(group)):
             self.wait(deadline - time.monotonic())
         signal_group(group, signal.SIGKILL)
         if self.child is not None and self.code is None:  # its exit code, before kill_strays reaps it unread
@@ -145,23 +152,6 @@ class Launcher:
                 pass
         kill_strays()
         self.reap()
-
-
-def _kill(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _group_alive(pgid: Optional[int]) -> bool:
-    if not pgid:
-        return False
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
 
 
 def _parent_death_signal(sig: int) -> None:
@@ -180,7 +170,7 @@ def stand_in(keeper: int) -> int:
     child, which does the work) and exits with its exit code.  The keeper sees this process die, whoever
     kills it, and ends the replica then (the kernel's parent-death signal)."""
     def forward(signum: int, frame: object) -> None:
-        _kill(keeper, signum)
+        signal_pid(keeper, signum)
 
     for sig in _STOP_SIGNALS:
         signal.signal(sig, forward)

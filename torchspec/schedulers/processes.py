@@ -112,6 +112,15 @@ def _pids() -> Iterator[int]:
     yield from (int(name) for name in names if name.isdigit())
 
 
+def signal_pid(pid: int, sig: int) -> bool:
+    """Send ``sig`` to process ``pid``; False when it no longer exists (or is no longer ours to signal)."""
+    try:
+        os.kill(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
 def signal_group(pgid: Optional[int], sig: int) -> bool:
     """Send ``sig`` to a whole process group; False when the group no longer exists."""
     if not pgid or pgid <= 0:
@@ -121,6 +130,11 @@ def signal_group(pgid: Optional[int], sig: int) -> bool:
         return True
     except (ProcessLookupError, PermissionError):
         return False
+
+
+def group_alive(pgid: Optional[int]) -> bool:
+    """Whether process group ``pgid`` still has a member (zombies too: signal 0 only asks)."""
+    return signal_group(pgid, 0)
 
 
 def kill_groups(pgids: List[Tuple[int, int]], grace_s: float) -> None:
@@ -164,8 +178,7 @@ def _kill_rounds(find: Callable[[], List[Tuple[int, int]]], reap: bool) -> None:
         for pid, pgid in found:
             if pgid != own:
                 signal_group(pgid, signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+            signal_pid(pid, signal.SIGKILL)
         deadline = time.monotonic() + _DIE_S
         for pid, _ in found:
             if reap:
@@ -258,6 +271,7 @@ def kill_orphans(pgids: List[Tuple[int, int]], grace_s: float, app_id: str,
 
 __all__ = [
     "children",
+    "group_alive",
     "kill_groups",
     "kill_orphans",
     "kill_strays",
@@ -266,5 +280,6 @@ __all__ = [
     "reap_strays",
     "set_child_subreaper",
     "signal_group",
+    "signal_pid",
     "started_at",
 ]

@@ -16,6 +16,7 @@ from typing import List
 
 import pytest
 
+from process_support import app_processes, command_line, wait_empty
 from ray_support import wait_state
 from test_ray_cli import site  # noqa: F401 - the fixture
 from test_ray_cluster import TERMINAL, ray_sched, role, submit  # noqa: F401 - ray_sched: the fixture
@@ -30,24 +31,7 @@ GONE_WITHIN_S = float(os.environ.get("GONE", "15"))
 
 def processes_of(sid: str) -> List[str]:
     """``pid cmdline`` of every live process whose TORCHSPEC_APP_ID is ``sid`` (the app's submission id)."""
-    tag = f"TORCHSPEC_APP_ID={sid}".encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                if tag not in f.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{name}/stat", "rb") as f:
-                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
-                    continue
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-            found.append(f"{name} {command}")
-        except OSError:
-            continue
-    return found
+    return [f"{pid} {command}" for pid in app_processes(sid) if (command := command_line(pid)) is not None]
 
 
 def sid_of(sched, app_id: str) -> str:
@@ -65,12 +49,7 @@ def wait_for(what, timeout: float = 60.0):
 
 def left_after(sid: str) -> List[str]:
     """What is still running of the app ``GONE_WITHIN_S`` after its end (at once when nothing is)."""
-    deadline = time.monotonic() + GONE_WITHIN_S
-    while True:
-        left = processes_of(sid)
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.25)
+    return wait_empty(lambda: processes_of(sid), GONE_WITHIN_S)
 
 
 def started(sched, sid: str, replicas: int) -> List[str]:

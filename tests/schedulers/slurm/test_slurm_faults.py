@@ -18,6 +18,7 @@ from typing import Dict, List
 
 import pytest
 
+from process_support import command_name, processes_with_env, wait_empty
 from test_slurm_cli import APP_CANCELLED, APP_FAILED, OK, cli  # noqa: F401 - skips without the entry point
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -62,29 +63,12 @@ def wait_for(tmp: pathlib.Path, handle: str, states: tuple, timeout: float = 60)
 
 def processes_of(job_id: str) -> List[int]:
     """Live processes of the job (its environment says SLURM_JOB_ID), but Slurm's own daemons."""
-    tag = f"SLURM_JOB_ID={job_id}".encode()
-    found = []
-    for name in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                if tag not in f.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)
-            if fields[1].split()[0] != b"Z" and b"slurmstepd" not in fields[0]:
-                found.append(int(name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
+    return [pid for pid in processes_with_env("SLURM_JOB_ID", job_id)
+            if (name := command_name(pid)) is not None and "slurmstepd" not in name]
 
 
 def gone(job_id: str, within: float = 30) -> bool:
-    deadline = time.monotonic() + within
-    while processes_of(job_id):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.25)
-    return True
+    return not wait_empty(lambda: processes_of(job_id), within)
 
 
 def test_the_controller_restarted_under_a_running_app(slurm_jobs: list, cluster_dir: pathlib.Path,
