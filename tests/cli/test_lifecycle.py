@@ -13,6 +13,7 @@ import json
 import os
 import pathlib
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,8 @@ import time
 from typing import Any
 
 import pytest
+
+from process_support import alive, finish, interruptible, wait_gone
 
 EXE = pathlib.Path(sys.executable).with_name("torchspec")
 PY = sys.executable
@@ -52,8 +55,10 @@ class Env:
         return r
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=self.tmp, env=self.env)
+        """The CLI as a process of its own; SIGINT at its default even where this test run was started ignoring
+        it (a shell's background job), as it is for a user at a terminal."""
+        return subprocess.Popen(interruptible(self.command(*args)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, cwd=self.tmp, env=self.env)
 
     def spec(self, name: str, roles: list[dict[str, Any]]) -> str:
         path = self.tmp / f"{name}.json"
@@ -160,20 +165,6 @@ def test_retry_policies(env: Env) -> None:
         assert status["num_restarts"] >= 1, (policy, status)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc (macOS): fall back to a signal probe
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
-
 def test_cancel_kills_the_replica_and_its_children(env: Env) -> None:
     pidfile = env.tmp / "child.pid"
     code = ("import subprocess, sys\n"
@@ -185,16 +176,13 @@ def test_cancel_kills_the_replica_and_its_children(env: Env) -> None:
         assert time.monotonic() < deadline, "the replica never started its child"
         time.sleep(0.1)
     child = int(pidfile.read_text())
-    assert _alive(child)
+    assert alive(child)
 
     r = env.run("cancel", handle)
     assert r.returncode == OK, r.stderr
     assert env.run("wait", handle, "--timeout", "20").returncode == APP_CANCELLED
     assert env.status(handle)["state"] == "CANCELLED"
-    deadline = time.monotonic() + 10
-    while _alive(child):
-        assert time.monotonic() < deadline, f"child {child} outlived the cancel"
-        time.sleep(0.1)
+    assert not wait_gone([child], 10), f"child {child} outlived the cancel"
 
 
 def test_ddp_without_pytorch_is_refused_before_launch_with_the_fix(env: Env) -> None:
@@ -223,7 +211,8 @@ def test_a_bare_app_id_names_the_app_this_machine_knows(env: Env) -> None:
     r = env.run("status", app_id, "--json")
     assert r.returncode == OK and json.loads(r.stdout)["app_handle"] == handle, r.stderr
     assert "bare says hi" in env.run("logs", app_id).stdout
-    assert env.run("describe", app_id).stdout.startswith(f"name: {app_id}")
+    described = env.run("describe", app_id).stdout  # its provenance as comments, then the app under its name
+    assert described.startswith("# from ") and "\nname: bare\n" in described, described
     r = env.run("status", app_id[:-1] + ("x" if app_id[-1] != "x" else "y"))  # a near miss: the handle to use
     assert r.returncode == USAGE and f"hint: did you mean {handle}?" in r.stderr, r.stderr
     r = env.run("status", "nothing-like-it")
@@ -238,9 +227,13 @@ def test_ctrl_c_while_following_says_the_app_keeps_running(env: Env) -> None:
     try:
         for command, stream in ((("wait", handle), "stderr"), (("logs", "-f", handle), "stdout")):
             proc = env.popen(*command)
-            assert getattr(proc, stream).readline(), command  # it follows: the first state change, or log line
+            # it follows: the first state change, or log line, is printed where Ctrl-C means "keeps running"
+            ready, _, _ = select.select([getattr(proc, stream)], [], [], 120)
+            if not ready:
+                finish(proc, timeout=0)  # fails, saying what it printed
+            assert getattr(proc, stream).readline(), command
             proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=30)
+            _, err = finish(proc, timeout=120)
             assert proc.returncode == 130, (command, err)
             assert f"error: aborted: {handle} keeps running\n  hint: stop it with: torchspec cancel {handle}\n" in err
             assert "Traceback" not in err

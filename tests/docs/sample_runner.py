@@ -144,6 +144,21 @@ class Randoms:
 
         return self.pattern.sub(swap, printed)
 
+    def as_printed(self, command: str) -> str:
+        """``command`` as the run must type it: each random part the page shows (an app id it printed before)
+        swapped for the run's own."""
+
+        def swap(match: "re.Match[str]") -> str:
+            stable, random = match.group("stable"), match.group("random")
+            names, printed = self.shown.get(stable, []), self.printed.get(stable, [])
+            if random not in names or names.index(random) >= len(printed):
+                return match.group(0)
+            start, end = match.span("random")
+            return (match.group(0)[:start - match.start()] + printed[names.index(random)]
+                    + match.group(0)[end - match.start():])
+
+        return self.pattern.sub(swap, command)
+
 
 def sample_env(tmp: pathlib.Path, **extra: str) -> Dict[str, str]:
     """An environment of its own under ``tmp``: state, config, HOME and git's identity; this checkout's
@@ -180,7 +195,8 @@ class Session:
                 self.randoms.learn(step.shown, self.randoms.shown)
         where = pathlib.Path(tempfile.mkdtemp()) / "cwd"
         for step in block_steps:
-            script = (f"cd {shlex.quote(str(self.cwd))} && (exit {self.status})\n{step.command}\n"
+            command = self.randoms.as_printed(step.command) if self.randoms else step.command
+            script = (f"cd {shlex.quote(str(self.cwd))} && (exit {self.status})\n{command}\n"
                       f"status=$?; pwd > {shlex.quote(str(where))}; exit $status\n")
             done = subprocess.run(["bash", "-c", script], env=self.env, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True, timeout=timeout)

@@ -43,15 +43,21 @@ def diff_samples() -> List[Block]:
     return [b for b in readme_samples() if b.heading == "GitOps" and first_command(b).startswith("torchspec diff")]
 
 
+def provenance_samples() -> List[Block]:
+    return [b for b in readme_samples() if b.heading == "Provenance and `rerun`"]
+
+
 def walkthrough_samples() -> List[Block]:
     return [b for b in readme_samples() if b.heading == "From a new repository to a merged pull request"]
 
 
 def test_every_sample_is_run() -> None:
-    runs = [*lint_samples(), kubernetes_lint_sample(), *diff_samples(), *walkthrough_samples()]
+    runs = [*lint_samples(), kubernetes_lint_sample(), *diff_samples(), *walkthrough_samples(),
+            *provenance_samples()]
     assert len(runs) == len(set(runs))
     assert set(runs) == set(samples(PAGES)), [b.where for b in set(samples(PAGES)) - set(runs)]
-    assert (len(lint_samples()), len(diff_samples()), len(walkthrough_samples())) == (1, 3, 3)
+    assert (len(lint_samples()), len(diff_samples()), len(walkthrough_samples()), len(provenance_samples())) == (
+        1, 3, 3, 1)
 
 
 def test_the_lint_sample(tmp_path: pathlib.Path) -> None:
@@ -135,3 +141,19 @@ def test_the_gitops_walkthrough(walkthrough: Session) -> None:
     for block in walkthrough_samples():
         walkthrough.run(steps(block))
     walkthrough.check()
+
+
+def test_the_provenance_sample(tmp_path: pathlib.Path) -> None:
+    """samples/provenance committed with fixed dates (so the commit is the page's), then the sample: submit,
+    describe (the commit, the content hash, the run options), an edit, and rerun saying what changed."""
+    env = sample_env(tmp_path, GIT_AUTHOR_DATE="2026-11-27T12:00:00+00:00",
+                     GIT_COMMITTER_DATE="2026-11-27T12:00:00+00:00")
+    repo = tmp_path / "repo"
+    shutil.copytree(SAMPLES / "provenance", repo)
+    git(repo, env, "init", "-q", "-b", "main")
+    git(repo, env, "add", "-A")
+    git(repo, env, "commit", "-q", "-m", "a job")
+    session = Session(repo, env, Randoms(APP_ID))
+    for block in provenance_samples():
+        session.run(steps(block))
+    session.check()

@@ -238,6 +238,11 @@ def test_example_trainer_ps_reader(env: Env, docker_cleanup: Any) -> None:
     r = env.run("describe", handle, "--json")
     assert r.returncode == OK, r.stderr
     assert json.loads(r.stdout)["name"] == "tps"  # the app's name (a container label), not its id
+    # provenance: the image each role really ran, as the engine resolved the tag
+    images = json.loads(env.run("status", handle, "-o", "json").stdout)["provenance"]["images"]
+    image_id = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", env.image], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    assert images == {"trainer": image_id, "parameter_server": image_id, "reader": image_id}
     roles = {role["name"]: role for role in json.loads(r.stdout)["roles"]}
     assert list(roles) == ["trainer", "parameter_server", "reader"]
     assert {name: (role["image"], role["num_replicas"], role["retry_policy"], role["max_retries"])

@@ -202,6 +202,9 @@ def test_an_app_runs_to_success_and_its_logs_are_real(target: Target, flavor: st
     final = status(handle)
     replicas = final["roles"][0]["replicas"]
     assert [(r["state"], r["exit_code"]) for r in replicas] == [("SUCCEEDED", 0), ("SUCCEEDED", 0)], final
+    assert final["provenance"]["content_hash"].startswith("v1-")
+    if target.cluster is not None:  # the image the kubelet ran, resolved from the tag
+        assert "sha256:" in final["provenance"]["images"]["trainer"], final["provenance"]
     logs = torchspec("logs", handle)
     assert logs.returncode == 0, logs.stderr
     for k in (0, 1):

@@ -124,8 +124,10 @@ def describe(handle: str, fmt: str, show_all: bool) -> int:
 
     The app's name is the one it was submitted with, where the scheduler
     keeps it (else its id). What torchspec added on the way (TORCHSPEC_JOB_ID
-    and TORCHSPEC_PARENT_RUN_ID in each role's env) is left out; --all shows
-    it too.
+    and TORCHSPEC_PARENT_RUN_ID in each role's env, the provenance label) is
+    left out; --all shows it too. The YAML opens with the app's provenance as
+    comments (file, commit, who, when, content hash, params, run options);
+    `status -o json` has all of it.
 
     Exit codes: 0 ok, 2 malformed or unknown handle, or unknown scheduler,
     6 the scheduler's backend cannot be reached.
@@ -136,6 +138,7 @@ def describe(handle: str, fmt: str, show_all: bool) -> int:
     with open_runner() as runner:
         handle = runner.resolve_handle(handle)
         app = runner.describe(handle)
+        recorded = runner.provenance(handle) if app is not None and fmt != "json" else None
     if app is None:
         raise UsageError(f"unknown app {handle!r}: the scheduler cannot describe it",
                          "list the apps with: torchspec list -s " + handle.split("://", 1)[0])
@@ -147,7 +150,11 @@ def describe(handle: str, fmt: str, show_all: bool) -> int:
 
     from torchspec.cli import console
 
-    console.highlighted(yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1000).rstrip(), "yaml")
+    from torchspec.runner.provenance import summary
+
+    comments = "".join(f"# {line}\n" for line in summary(recorded).splitlines()) if recorded else ""
+    text = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1000).rstrip()
+    console.highlighted(comments + text, "yaml")
     return ExitCode.OK
 
 

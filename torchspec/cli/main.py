@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "dryrun": ("torchspec.cli.submit_cmd", "dryrun", "Print what submit would send to the scheduler, sending nothing."),
     "submit": ("torchspec.cli.submit_cmd", "submit", "Submit a spec file or built-in component; print its app handle."),
     "run": ("torchspec.cli.submit_cmd", "submit", "Alias of submit."),
+    "rerun": ("torchspec.cli.rerun_cmd", "rerun", "Submit again exactly the spec an app was submitted with."),
     "status": ("torchspec.cli.status_cmd", "status", "Show an app's state, per role and replica."),
     "logs": ("torchspec.cli.logs_cmd", "logs", "Print (or follow) an app's logs, prefixed with role/replica."),
     "wait": ("torchspec.cli.wait_cmd", "wait", "Wait for an app to end; the exit code says how it ended."),

@@ -35,8 +35,9 @@ def status(handle: str, fmt: str, roles: tuple[str, ...]) -> int:
     with open_runner() as runner:
         handle = runner.resolve_handle(handle)
         app_status = runner.require_status(handle)
+        recorded = runner.provenance(handle) if fmt == "json" else None
     if fmt == "json":
-        dump_json(status_json(handle, app_status, list(roles) or None))
+        dump_json({**status_json(handle, app_status, list(roles) or None), "provenance": recorded})
         return ExitCode.OK
     console.print_status(handle, app_status, list(roles) or None)
     return ExitCode.OK

@@ -18,7 +18,6 @@ What the runner adds on top of the schedulers, as TorchX's does:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from datetime import datetime
@@ -38,12 +37,14 @@ from typing import (
     Type,
 )
 
-from torchspec.errors import OUTAGE_S, AppRefusedError, TorchSpecError, UnreachableError
+from torchspec.errors import OUTAGE_S, UnreachableError
+from torchspec.runner import provenance
 from torchspec.runner.components import ComponentArgs, component_help, load_component, parse_component_args
 from torchspec.runner.options import GivenOptions, resolve_run_options
+from torchspec.runner.provenance import Source
+from torchspec.runner.validation import refusals, validate_app
 from torchspec.schedulers.api import Capability
 from torchspec.specs import (
-    MISSING,
     AppDef,
     AppDryRunInfo,
     AppHandle,
@@ -216,7 +217,8 @@ class Runner:
         """
         app = self.load_component(component, component_args, params_file=params_file, app_name=app_name,
                                   template_paths=template_paths)
-        return self.dryrun(app, scheduler, cfg=cfg, workspace=workspace, parent_run_id=parent_run_id)
+        source = Source(component, parse_component_args(component_args), params_file)
+        return self.dryrun(app, scheduler, cfg=cfg, workspace=workspace, parent_run_id=parent_run_id, source=source)
 
     def load_component(
         self,
@@ -257,7 +259,8 @@ class Runner:
 
         Subclasses customise :meth:`schedule` rather than this method.
         """
-        dryrun_info = self.dryrun(app, scheduler, cfg=cfg, workspace=workspace, parent_run_id=parent_run_id)
+        dryrun_info = self.dryrun(app, scheduler, cfg=cfg, workspace=workspace, parent_run_id=parent_run_id,
+                                  source=Source())
         return self.schedule(dryrun_info)
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
@@ -272,9 +275,10 @@ class Runner:
         if scheduler is None or app is None:
             raise ValueError("dryrun_info did not come from Runner.dryrun (it names no scheduler or app)")
         sched = self._scheduler(scheduler)
-        with _refusals(scheduler):
+        with refusals(scheduler):
             app_id = sched.schedule(dryrun_info)
         app_handle = make_app_handle(scheduler, self._name, app_id)
+        provenance.save(app_handle, getattr(dryrun_info, "_provenance", None))
         self._apps[app_handle] = app
         return app_handle
 
@@ -285,8 +289,14 @@ class Runner:
         cfg: Optional[Mapping[str, CfgVal]] = None,
         workspace: Optional[str] = None,
         parent_run_id: Optional[str] = None,
+        *,
+        source: Optional[Source] = None,
     ) -> AppDryRunInfo[Any]:
         """The request ``app`` would be submitted as; ``print()`` it to see it.
+
+        With ``source`` (where the app came from: what :meth:`run`, :meth:`run_component` and
+        :meth:`dryrun_component` give) the provenance is recorded (:mod:`torchspec.runner.provenance`): its
+        summary goes with the app as a label, and :meth:`schedule` keeps the whole record.
 
         Checks the app (:class:`~torchspec.errors.AppRefusedError`, a ValueError, with TorchX's
         messages), adds the job-id
@@ -297,23 +307,25 @@ class Runner:
         the app before it builds the request.
         """
         scheduler = scheduler or self.default_scheduler()
-        _validate(app)
+        validate_app(app)
         sched = self._scheduler(scheduler)
+        resolved_cfg = resolve_run_options(scheduler, sched.run_opts(), cfg, self._config, strict=False)
+        recorded = provenance.record(app, source, scheduler, resolved_cfg) if source is not None else None
+        if recorded is not None:
+            app.metadata[provenance.LABEL] = provenance.label(recorded)
         parent_run_id = os.environ.get(ENV_TORCHSPEC_PARENT_RUN_ID) or parent_run_id
         for role in app.roles:
             # ${app_id} is a macro: the scheduler substitutes it once it has assigned the id.
             role.env[ENV_TORCHSPEC_JOB_ID] = make_app_handle(scheduler, self._name, macros.app_id)
             if parent_run_id:
                 role.env[ENV_TORCHSPEC_PARENT_RUN_ID] = parent_run_id
-
-        resolved_cfg = resolve_run_options(scheduler, sched.run_opts(), cfg, self._config, strict=False)
-
-        with _refusals(scheduler):
+        with refusals(scheduler):
             if workspace:
                 self._build_workspace(sched, scheduler, app, workspace, resolved_cfg)
             sched._validate(app, scheduler)
             dryrun_info = sched.submit_dryrun(app, resolved_cfg)
         dryrun_info._scheduler = scheduler
+        dryrun_info._provenance = recorded  # type: ignore[attr-defined]
         return dryrun_info
 
     @staticmethod
@@ -587,7 +599,19 @@ class Runner:
             apps = sched.list_where(resolve_run_options(scheduler, sched.run_opts(), cfg, self._config, strict=False))
         for app in apps:
             app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
+            app.labels = provenance.split_labels(app.labels)[0]  # the user's labels; see :meth:`provenance`
         return apps
+
+    def provenance(self, app_handle: AppHandle) -> Optional[Dict[str, Any]]:
+        """Where the app came from (:mod:`torchspec.runner.provenance`): the record kept when this machine
+        submitted it, else the summary its labels carry (``{"hash", "file", "commit", ...}``), with ``images``:
+        what each role runs, as the engine resolved it (container backends); None: neither."""
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        desc = scheduler.describe(app_id)
+        found = provenance.load(app_handle) or (provenance.split_labels(desc.labels)[1] if desc else None)
+        if found is not None and desc is not None:
+            found["images"] = provenance.images(desc.metadata)
+        return found
 
     # ------------------------------------------------------------ internals
 
@@ -642,42 +666,6 @@ def get_runner(
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def _validate(app: AppDef) -> None:
-    """The checks every scheduler needs, with TorchX's messages (its users search for them)."""
-    if not app.roles:
-        raise AppRefusedError(f"No roles for app: {app.name}. Did you forget to add roles to AppDef?")
-    for role in app.roles:
-        if not role.entrypoint or role.entrypoint == MISSING:
-            raise AppRefusedError(
-                f"No entrypoint for role: {role.name}. Did you forget to call role.runs(entrypoint, args, env)?"
-            )
-        if role.num_replicas <= 0:
-            raise AppRefusedError(
-                f"Non-positive replicas for role: {role.name}. Did you forget to set role.num_replicas?"
-            )
-
-
-@contextlib.contextmanager
-def _refusals(scheduler: str) -> Iterator[None]:
-    """Around a scheduler's dry run and submission: a refusal names the scheduler that refused.
-
-    A plain ``ValueError`` is how TorchX-style backends (plug-ins included)
-    refuse an app; it becomes an :class:`AppRefusedError` (still a
-    ``ValueError``), so the CLI reports it as a usage error, not as a bug.
-    """
-    try:
-        yield
-    except AppRefusedError as e:
-        e.scheduler = e.scheduler or scheduler
-        raise
-    except TorchSpecError:
-        raise
-    except ValueError as e:
-        refused = AppRefusedError(str(e))
-        refused.scheduler = scheduler
-        raise refused from e
 
 
 def poll_delays(longest: float, first: float = 0.05, factor: float = 1.5) -> Iterator[float]:

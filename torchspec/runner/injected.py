@@ -1,8 +1,9 @@
 """What torchspec adds to an app on its way to a scheduler, so that ``describe`` can show the app as written.
 
 The runner sets :data:`~torchspec.runner.api.ENV_TORCHSPEC_JOB_ID` (and the
-parent run id where there is one) in every role; the scheduler keeps the app
-with them.  ``describe`` leaves them out unless asked for everything.
+parent run id where there is one) in every role, and the provenance summary
+as the label :data:`~torchspec.runner.provenance.LABEL`; the scheduler keeps
+the app with them.  ``describe`` leaves them out unless asked for everything.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import copy
 
 from torchspec.runner.api import ENV_TORCHSPEC_JOB_ID, ENV_TORCHSPEC_PARENT_RUN_ID
+from torchspec.runner.provenance import LABEL
 from torchspec.specs import AppDef
 
 #: the environment variables the runner sets in every role
@@ -17,8 +19,10 @@ INJECTED_ENV = (ENV_TORCHSPEC_JOB_ID, ENV_TORCHSPEC_PARENT_RUN_ID)
 
 
 def without_injected(app: AppDef) -> AppDef:
-    """A copy of ``app`` without what the runner injected into its roles' env; ``app`` is left as it is."""
+    """A copy of ``app`` without what the runner injected into its roles' env and its labels; ``app`` is
+    left as it is."""
     shown = copy.deepcopy(app)
+    shown.metadata = {key: value for key, value in shown.metadata.items() if key != LABEL}
     for role in shown.roles:
         role.env = {name: value for name, value in role.env.items() if name not in INJECTED_ENV}
     return shown

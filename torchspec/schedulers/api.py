@@ -109,6 +109,12 @@ class DescribeAppResponse:
     name: Optional[str] = None
 
 
+#: ``DescribeAppResponse.metadata`` key of the image a role's replicas actually run, as the engine resolved it
+#: (an image id or ``repo@sha256:`` digest, not the tag the spec names): ``image_id.ROLE``.  The provenance
+#: shows them (``Runner.provenance``).
+IMAGE_ID_PREFIX = "image_id."
+
+
 @dataclass
 class ListAppResponse:
     """One app in ``Scheduler.list()``; the runner fills in ``app_handle``

@@ -37,10 +37,11 @@ _SUFFIX = ".json"
 class AppStore:
     """The records of one backend's apps (see the module's docstring)."""
 
-    def __init__(self, backend: str, root: Optional[str] = None) -> None:
-        """``root``: the state folder (default ``$TORCHSPEC_HOME``, as every backend's state)."""
+    def __init__(self, backend: str, root: Optional[str] = None, kind: str = STORE) -> None:
+        """``root``: the state folder (default ``$TORCHSPEC_HOME``, as every backend's state); ``kind``: the
+        folder under it, one per kind of record (torchspec keeps the apps' provenance under ``provenance``)."""
         self.backend = backend
-        self.folder = os.path.join(root or default_state_dir(), STORE, _file_name(backend))
+        self.folder = os.path.join(root or default_state_dir(), kind, _file_name(backend))
 
     def get(self, app_id: str) -> Optional[Dict[str, Any]]:
         """The app's record; None where none was kept (another machine submitted it, or it was removed)."""

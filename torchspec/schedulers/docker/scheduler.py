@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List,
 
 from torchspec.errors import BackendError, NotFoundError, UnreachableError
 from torchspec.schedulers.api import (
+    IMAGE_ID_PREFIX,
     Capability,
     DescribeAppResponse,
     ListAppResponse,
@@ -244,6 +245,9 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         if first is not None:
             metadata["session_name"] = first.labels.get(LABEL_SESSION, "")
             metadata["network"] = first.labels.get(LABEL_NETWORK, "")
+        for container in current:
+            if container.image_id:
+                metadata.setdefault(IMAGE_ID_PREFIX + container.role, container.image_id)
         return DescribeAppResponse(
             app_id=app_id,
             state=view.state,

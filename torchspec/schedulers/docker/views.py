@@ -47,6 +47,8 @@ class ContainerView:
     hostname: str
     ports: Dict[str, Any]
     created: str
+    #: the id of the image the container runs (``sha256:...``), which the engine resolved from the tag
+    image_id: str = ""
 
     @property
     def cancelled(self) -> bool:
@@ -166,6 +168,7 @@ def view_of(attrs: Mapping[str, Any]) -> ContainerView:
         hostname=str(config.get("Hostname") or ""),
         ports=ports,
         created=str(attrs.get("Created", "")),
+        image_id=str(attrs.get("Image") or ""),
     )
 
 

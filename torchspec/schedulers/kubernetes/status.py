@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from torchspec.schedulers.api import DescribeAppResponse, ReplicaRunStatus, parse_labels_json
+from torchspec.schedulers.api import IMAGE_ID_PREFIX, DescribeAppResponse, ReplicaRunStatus, parse_labels_json
 from torchspec.schedulers.kubernetes.flavor import Flavor
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.names import AppRef, role_key
@@ -78,6 +78,8 @@ class PodView:
     #: earlier pods of this replica that its Job counted as failed (they may be gone: deleted, or removed by
     #: the controller), from the pod's index failure count annotation
     earlier: int = 0
+    #: the image its container runs, as the kubelet resolved it (``imageID``: ``repo@sha256:...``); "" until pulled
+    image_id: str = ""
 
     @property
     def state(self) -> AppState:
@@ -162,6 +164,7 @@ def pod_view(pod: Obj, index: Optional[int] = None) -> Optional[PodView]:
     if status.get("reason"):  # pod-level, e.g. Evicted, DeadlineExceeded
         view.pod_reason, view.pod_message = status["reason"], status.get("message") or ""
     _read_container_statuses(view, status.get("containerStatuses") or [])
+    view.image_id = next((str(c.get("imageID")) for c in status.get("containerStatuses") or [] if c.get("imageID")), "")
     try:
         view.earlier = int((meta.get("annotations") or {}).get(INDEX_FAILURE_COUNT) or 0)
     except ValueError:
@@ -367,7 +370,8 @@ def describe_app(view: AppView, app_id: str) -> DescribeAppResponse:
         roles=_roles(view, app_id),
         metadata={"namespace": view.namespace, "context": view.context or "", "flavor": view.flavor,
                   "session_name": labels.get(LABEL_SESSION, ""),
-                  "objects": ", ".join(describe_obj(o) for o in view.top)},
+                  "objects": ", ".join(describe_obj(o) for o in view.top),
+                  **{IMAGE_ID_PREFIX + name: pod.image_id for name, _, pod in view.current() if pod and pod.image_id}},
         labels=view.labels,
         name=view.app_name,
     )
