@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("runner", ("torchspec.runner",)),
     ("gitops", ("torchspec.gitops",)),
     ("scaffold", ("torchspec.scaffold",)),
-    ("front ends", ("torchspec.cli", "torchspec.__main__", "torchspec.lsp")),
+    ("front ends", ("torchspec.cli", "torchspec.__main__", "torchspec.lsp", "torchspec.ui")),
 ]
 
 MAX_MODULE_LINES = 700

@@ -253,6 +253,8 @@ def test_scheduler_params_from_the_environment(factory: Factory, monkeypatch: py
     monkeypatch.setenv("TORCHSPEC_JOB_ID", "memory://s/outer")  # set inside a job: not a scheduler param
     monkeypatch.setenv("TORCHSPEC_HOME", "/tmp/state")  # torchspec's own setting
     monkeypatch.setenv("TORCHSPEC_REPLICA_ID", "0")  # set by the local scheduler in every replica
+    monkeypatch.setenv("TORCHSPEC_REQUIRE_BROWSER", "1")  # the test suite's switches: REQUIRE_*, SKIP_*
+    monkeypatch.setenv("TORCHSPEC_SKIP_DOCKER", "1")
     with Runner(SESSION, {"memory": factory}, scheduler_params={"timeout": 5}) as runner:
         runner.run(app(), "memory")
     assert factory.scheduler.params == {"queue_url": "http://q", "timeout": 5}

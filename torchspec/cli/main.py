@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "config": ("torchspec.cli.info_cmd", "config_cmd", "Show the effective configuration and where each value is set."),
     "new": ("torchspec.cli.new_cmd", "new", "Start a scheduler plug-in package from a template."),
     "lsp": ("torchspec.cli.lsp_cmd", "lsp", "Run the language server for editors (live lint, hover, completion)."),
+    "ui": ("torchspec.cli.ui_cmd", "ui", "Serve a local web dashboard: apps, replicas, specs, live logs."),
 }
 
 

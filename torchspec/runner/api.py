@@ -79,7 +79,7 @@ DEFAULT_SESSION_NAME = "torchspec"
 #: TORCHSPEC_* variables with other meanings: torchspec's own settings, and what the
 #: local scheduler sets in every replica (a job may run a Runner itself).
 _NOT_SCHEDULER_PARAMS = frozenset({
-    "JOB_ID", "PARENT_RUN_ID", "DEBUG", "HOME", "REQUIRE_TORCH", "REQUIRE_DOCKER", "REQUIRE_SLURM",
+    "JOB_ID", "PARENT_RUN_ID", "DEBUG", "HOME",
     "APP_ID", "ROLE_NAME", "REPLICA_ID", "NUM_REPLICAS", "RANK0_HOST", "RESTART_COUNT",
 })
 
@@ -131,7 +131,9 @@ class Runner:
         for key, value in os.environ.items():
             if key.upper().startswith(SCHEDULER_PARAM_ENV_PREFIX):
                 rest = key[len(SCHEDULER_PARAM_ENV_PREFIX):]
-                if rest and rest.upper() not in _NOT_SCHEDULER_PARAMS:
+                # TORCHSPEC_REQUIRE_DOCKER, TORCHSPEC_SKIP_BROWSER...: the test suite's switches, not parameters
+                if rest and rest.upper() not in _NOT_SCHEDULER_PARAMS and not rest.upper().startswith(
+                        ("REQUIRE_", "SKIP_")):
                     params[rest.lower()] = value
         return params
 

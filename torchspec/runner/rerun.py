@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 from torchspec.errors import UsageError
 from torchspec.runner import provenance
@@ -55,7 +55,7 @@ def rerun(runner: "Runner", handle: str, scheduler: Optional[str] = None,
                          "rerun works for apps submitted from here (the record is in TORCHSPEC_HOME/provenance);"
                          " submit the spec file again instead")
     recorded = recorded_app(record)
-    today, file_state, changed = _compare_with_file(record, recorded)
+    today, file_state, changed = compare_with_file(record, recorded)
     if from_file and today is None:
         raise UsageError(f"--from-file: {record.get('file') or handle} is not a spec file that loads today",
                          "rerun without --from-file to submit what ran before")
@@ -100,8 +100,11 @@ def _filled(data: Any) -> Any:
     return filled
 
 
-def _compare_with_file(record: Mapping[str, Any], recorded: AppDef):  # type: ignore[no-untyped-def]
-    """(today's app or None, the file's state, the fields that differ)."""
+def compare_with_file(record: Mapping[str, Any], recorded: AppDef
+                      ) -> Tuple[Optional[AppDef], Optional[str], List[str]]:
+    """How the record's file compares with ``recorded`` (its app): (today's app or None, the file's state:
+    None without a file, "missing", "unchanged" or "changed", the field paths that differ, as ``diff`` names
+    them).  The dashboard shows the same."""
     path = record.get("file")
     if not path:
         return None, None, []
