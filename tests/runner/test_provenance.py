@@ -101,6 +101,9 @@ def test_the_label_travels_with_the_app_and_is_not_shown_as_a_user_label(repo: p
     assert cli("wait", handle, cwd=repo).returncode == 0
     listed = json.loads(cli("list", "-o", "json", cwd=repo).stdout)
     assert [app["labels"] for app in listed if app["app_handle"] == handle] == [{}]
+    with get_runner() as runner:
+        (ours,) = [app for app in runner.list("local") if app.app_handle == handle]
+    assert ours.provenance is not None and ours.provenance["git"]["path"] == "jobs/job.yaml"
     described = cli("describe", handle, cwd=repo).stdout
     assert described.startswith("# from jobs/job.yaml at ") and provenance.LABEL not in described
     everything = cli("describe", handle, "--all", cwd=repo)

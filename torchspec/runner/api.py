@@ -601,7 +601,7 @@ class Runner:
             apps = sched.list_where(resolve_run_options(scheduler, sched.run_opts(), cfg, self._config, strict=False))
         for app in apps:
             app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
-            app.labels = provenance.split_labels(app.labels)[0]  # the user's labels; see :meth:`provenance`
+            app.labels, app.provenance = provenance.split_labels(app.labels)  # the user's labels, and where from
         return apps
 
     def provenance(self, app_handle: AppHandle) -> Optional[Dict[str, Any]]:

@@ -125,6 +125,9 @@ class ListAppResponse:
     state: AppState
     app_handle: str = "<NOT_SET>"
     labels: Dict[str, str] = field(default_factory=dict)
+    #: where the app came from, the summary its provenance label carries (the runner fills it in from the
+    #: labels, and takes the label off them); None where the app has none
+    provenance: Optional[Dict[str, Any]] = None
 
 
 T = TypeVar("T")

@@ -7,11 +7,11 @@ otherwise shows "still waiting" in that scheduler's place, with the last
 answer it had.  A scheduler that fails shows its error there; the others are
 unaffected.
 
-``Runner.list`` gives each app's handle, id, state and the user's labels (it
-takes the provenance label off); who submitted it, when, and from which file
-and commit come from the provenance record kept on this machine
-(:func:`torchspec.runner.provenance.load`), read once per app and cached (a
-record never changes once written).
+``Runner.list`` gives each app's handle, id, state, the user's labels and the
+summary of its provenance label (who, which file and commit); the record kept
+on this machine (:func:`torchspec.runner.provenance.load`) adds the app's name
+and when it was submitted, read once per app and cached (a record never
+changes once written).
 """
 
 from __future__ import annotations
@@ -85,7 +85,9 @@ class Listing:
 
     def _rows(self, name: str, apps: List["ListAppResponse"]) -> List[Dict[str, Any]]:
         now = time.time()
-        return [app_row(name, app, self._record(app.app_handle), now) for app in apps]
+        # the record kept here, else the summary the app's label carries (an app submitted from elsewhere)
+        return [app_row(name, app, self._record(app.app_handle) or getattr(app, "provenance", None), now)
+                for app in apps]
 
     def _record(self, handle: str) -> Optional[Dict[str, Any]]:
         """The provenance record of ``handle`` on this machine, cached once found."""
