@@ -160,6 +160,23 @@ class Randoms:
         return self.pattern.sub(swap, command)
 
 
+def cancel_running(session: "Session", scheduler: str = "local") -> None:
+    """Cancel every app of ``scheduler`` that the session's environment knows and that has not ended, then
+    check that none is left (a test's clean-up: a sample that failed half way may leave one running)."""
+    torchspec = shutil.which("torchspec", path=session.env["PATH"])
+    assert torchspec, "no torchspec on the session's PATH"
+
+    def live() -> List[str]:
+        listed = subprocess.run([torchspec, "list", "-s", scheduler], env=session.env, capture_output=True,
+                                text=True, timeout=60)
+        rows = [line.split() for line in listed.stdout.splitlines()[1:]]
+        return [row[0] for row in rows if len(row) > 1 and row[1] not in ("SUCCEEDED", "FAILED", "CANCELLED")]
+
+    for handle in live():
+        subprocess.run([torchspec, "cancel", handle], env=session.env, capture_output=True, timeout=60)
+    assert not live()
+
+
 def sample_env(tmp: pathlib.Path, **extra: str) -> Dict[str, str]:
     """An environment of its own under ``tmp``: state, config, HOME and git's identity; this checkout's
     ``torchspec`` first on PATH; no colour, 200 columns; ``extra`` on top."""

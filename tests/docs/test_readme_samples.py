@@ -14,7 +14,8 @@ from typing import Iterator, List
 
 import pytest
 from k8s_support import Cluster
-from sample_runner import ROOT, SAMPLES, Block, Randoms, Session, blocks, sample_env, samples, steps
+from sample_runner import ROOT, SAMPLES, Block, Randoms, Session, blocks, cancel_running, sample_env, samples, steps
+from test_site import getting_started_samples
 
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
@@ -53,11 +54,11 @@ def walkthrough_samples() -> List[Block]:
 
 def test_every_sample_is_run() -> None:
     runs = [*lint_samples(), kubernetes_lint_sample(), *diff_samples(), *walkthrough_samples(),
-            *provenance_samples()]
+            *provenance_samples(), *getting_started_samples()]
     assert len(runs) == len(set(runs))
     assert set(runs) == set(samples(PAGES)), [b.where for b in set(samples(PAGES)) - set(runs)]
-    assert (len(lint_samples()), len(diff_samples()), len(walkthrough_samples()), len(provenance_samples())) == (
-        1, 3, 3, 1)
+    assert (len(lint_samples()), len(diff_samples()), len(walkthrough_samples()), len(provenance_samples()),
+            len(getting_started_samples())) == (1, 3, 3, 1, 6)
 
 
 def test_the_lint_sample(tmp_path: pathlib.Path) -> None:
@@ -123,17 +124,7 @@ def walkthrough(tmp_path: pathlib.Path) -> Iterator[Session]:
     shutil.copytree(SAMPLES / "gitops", tmp_path / "work" / "ml-jobs")
     session = Session(tmp_path / "work", sample_env(tmp_path), Randoms(APP_ID))
     yield session
-    torchspec = str(tmp_path / "bin" / "torchspec")
-
-    def live() -> List[str]:
-        listed = subprocess.run([torchspec, "list", "-s", "local"], env=session.env, capture_output=True,
-                                text=True, timeout=60)
-        rows = [line.split() for line in listed.stdout.splitlines()[1:]]
-        return [row[0] for row in rows if len(row) > 1 and row[1] not in ("SUCCEEDED", "FAILED", "CANCELLED")]
-
-    for handle in live():
-        subprocess.run([torchspec, "cancel", handle], env=session.env, capture_output=True, timeout=60)
-    assert not live()
+    cancel_running(session)
 
 
 def test_the_gitops_walkthrough(walkthrough: Session) -> None:

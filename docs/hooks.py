@@ -1,0 +1,183 @@
+"""MkDocs hooks (``hooks:`` in mkdocs.yml): the reference pages' tables, generated from the code at build time.
+
+A page holds a marker, ``<!-- generated: NAME -->`` on a line of its own, and :func:`on_page_markdown`
+puts the Markdown that ``GENERATORS[NAME]`` returns in its place, so nothing in those tables is typed by
+hand. An unknown name fails the build. :func:`on_post_build` publishes the JSON Schema at the path its
+``$id`` names (``/schemas/appdef.schema.json``).
+
+The generators only read: the lint code catalogue (``torchspec.codes``), the ``ExitCode`` enum, the
+built-in schedulers' ``run_opts()`` (each scheduler is built, no backend is contacted) and the schema.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+from typing import Any, Callable, Dict, Iterator, List, Tuple
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCHEMA = ROOT / "schemas" / "appdef.schema.json"
+MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.M)
+
+#: the families of lint codes, by the code's first digit (torchspec/codes.py's docstring)
+FAMILIES = {
+    "0": "Reading the file",
+    "1": "Syntax",
+    "2": "The schema",
+    "3": "Params",
+    "4": "Templates",
+    "5": "Semantic checks",
+    "6": "What a scheduler makes of the spec (`lint --scheduler`)",
+}
+
+
+def prose(text: str) -> str:
+    """Plain text written for a terminal (the catalogue's summaries, a run option's help) as Markdown: what
+    Markdown would read as links, emphasis or HTML escaped, outside `code spans`, which stay code."""
+    parts = re.split(r"(`[^`]*`)", text)
+    return "".join(part if part.startswith("`") else re.sub(r"([\\\[\]*_])", r"\\\1", part).replace("<", "&lt;")
+                   for part in parts)
+
+
+def cell(text: Any) -> str:
+    """``text`` fit for a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def lint_codes() -> str:
+    from torchspec.codes import CODES
+
+    lines = ["| code | name | severity | what it finds |", "| --- | --- | --- | --- |"]
+    lines += [f"| [{c.code}](#{c.code.lower()}) | `{c.name}` | {c.severity} | {cell(prose(c.summary))} |"
+              for c in CODES.values()]
+    family = None
+    for c in CODES.values():
+        if c.code[2] != family:
+            family = c.code[2]
+            lines += ["", f"## {FAMILIES.get(family, f'TS{family}xx')}"]
+        lines += ["", f"### {c.code} `{c.name}` {{ #{c.code.lower()} }}", "",
+                  f"**{c.severity}**: {prose(c.summary)}"]
+        if c.why:
+            lines += ["", f"**Why it matters.** {prose(c.why)}"]
+        if c.fix:
+            lines += ["", f"**How to fix it.** {prose(c.fix)}"]
+        if c.example:
+            lines += ["", "**Example** (what raises it, then its fix):", "", "```text", c.example, "```"]
+    return "\n".join(lines)
+
+
+def exit_codes() -> str:
+    from torchspec.exit_codes import ExitCode
+
+    names: Dict[int, List[str]] = {}
+    for name, member in ExitCode.__members__.items():
+        names.setdefault(int(member), []).append(f"`ExitCode.{name}`")
+    lines = ["| code | name | meaning |", "| --- | --- | --- |"]
+    lines += [f"| {int(code)} | {', '.join(names[int(code)])} | {cell(code.meaning)} |" for code in ExitCode]
+    return "\n".join(lines)
+
+
+def builtin_schedulers() -> Iterator[Tuple[str, Any]]:
+    """(name, scheduler) for each scheduler torchspec itself registers, in the registry's order."""
+    from torchspec.entry_points import entry_points
+    from torchspec.schedulers.registry import GROUP, get_scheduler_factories
+
+    builtin = {ep.name for ep in entry_points(GROUP) if ep.dist.lower() == "torchspec"}
+    for name, factory in get_scheduler_factories().items():
+        if name in builtin:
+            yield name, factory("docs")
+
+
+def run_options() -> str:
+    from torchspec.specs.runopts import get_type_name
+
+    lines: List[str] = []
+    for name, scheduler in builtin_schedulers():
+        try:
+            opts = list(scheduler.run_opts())
+        finally:
+            scheduler.close()
+        lines += ["", f"## `{name}` {{ #{name} }}", "", f"`torchspec runopts {name}`; set with "
+                  f"`-c KEY=VALUE` or `[scheduler.{name}]` in `.torchspec.toml`.", ""]
+        if not opts:
+            lines.append("No run options.")
+            continue
+        lines += ["| option | type | default | what it does |", "| --- | --- | --- | --- |"]
+        for key, opt in opts:
+            default = "required" if opt.is_required else "" if opt.default is None else f"`{opt.default!r}`"
+            lines.append(f"| `{key}` | `{cell(get_type_name(opt.opt_type))}` | {default} | {cell(prose(opt.help))} |")
+    return "\n".join(lines).strip()
+
+
+def schema_type(prop: Dict[str, Any]) -> str:
+    """A short type for a schema property: its type(s), enum, $ref or the alternatives of anyOf/oneOf."""
+    if "$ref" in prop:
+        target = prop["$ref"].rsplit("/", 1)[-1]
+        return f"[{target}](#{target.lower()})"
+    if "enum" in prop:
+        return " \\| ".join(f"`{json.dumps(v)}`" for v in prop["enum"])
+    if "const" in prop:
+        return f"`{json.dumps(prop['const'])}`"
+    for key in ("anyOf", "oneOf"):
+        if key in prop:
+            return " or ".join(schema_type(p) for p in prop[key])
+    kind = prop.get("type", "any")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if "array" in kinds and isinstance(prop.get("items"), dict):
+        kinds = [f"array of {schema_type(prop['items'])}" if k == "array" else k for k in kinds]
+    return " or ".join(kinds)
+
+
+def schema_object(title: str, anchor: str, node: Dict[str, Any]) -> List[str]:
+    lines = ["", f"## {title} {{ #{anchor} }}", ""]
+    if node.get("description"):
+        lines += [node["description"], ""]
+    props = node.get("properties", {})
+    if not props:
+        return lines + [f"Type: {schema_type(node)}."]
+    required = set(node.get("required", []))
+    lines += ["| key | type | required | default | description |", "| --- | --- | --- | --- | --- |"]
+    for key, prop in props.items():
+        default = f"`{json.dumps(prop['default'])}`" if "default" in prop else ""
+        note = " (deprecated)" if prop.get("deprecated") else ""
+        lines.append(f"| `{key}` | {schema_type(prop)} | {'yes' if key in required else ''} | {cell(default)} "
+                     f"| {cell(prop.get('description', ''))}{note} |")
+    return lines
+
+
+def schema() -> str:
+    data = json.loads(SCHEMA.read_text())
+    lines = [f"`$id`: `{data['$id']}` (the JSON Schema dialect `{data['$schema']}`)"]
+    lines += schema_object("AppDef (the document)", "appdef", data)
+    for name, node in data.get("$defs", {}).items():
+        lines += schema_object(name, name.lower(), node)
+    lines += ["", "## The whole schema { #source }", "", "```json", json.dumps(data, indent=2), "```"]
+    return "\n".join(lines)
+
+
+GENERATORS: Dict[str, Callable[[], str]] = {
+    "lint-codes": lint_codes,
+    "exit-codes": exit_codes,
+    "run-options": run_options,
+    "schema": schema,
+}
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    def generate(match: "re.Match[str]") -> str:
+        name = match.group(1)
+        if name not in GENERATORS:
+            from mkdocs.exceptions import PluginError
+
+            raise PluginError(f"{page.file.src_path}: no generator named {name!r} (docs/hooks.py knows "
+                           f"{', '.join(GENERATORS)})")
+        return GENERATORS[name]()
+
+    return MARKER.sub(generate, markdown)
+
+
+def on_post_build(config: Any) -> None:
+    target = pathlib.Path(config["site_dir"]) / "schemas" / SCHEMA.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(SCHEMA.read_bytes())
