@@ -38,6 +38,24 @@ def ray_sched(ray_cluster) -> Iterator[RayScheduler]:
         sched.cancel(app_id)
     for app_id in left:
         wait_state(sched, app_id, TERMINAL, timeout=60)
+    wait_no_placement_groups(ray_cluster.address)
+
+
+def wait_no_placement_groups(address: str, timeout: float = 120) -> None:
+    """Until no placement group holds the cluster's resources: a job reads terminal before Ray has removed its
+    groups (a stopped driver may take up to RAY_JOB_STOP_WAIT_TIME_S), and the next test may need every CPU."""
+    import time
+
+    from ray.util.state import list_placement_groups
+
+    deadline = time.monotonic() + timeout
+    while True:
+        held = [g for g in list_placement_groups(address=f"http://{address}", limit=1000, raise_on_missing_output=False)
+                if str(getattr(g, "state", "")) in ("CREATED", "PENDING", "RESCHEDULING")]
+        if not held or time.monotonic() > deadline:
+            assert not held, f"placement groups still hold the cluster {timeout:g} s after the test: {held}"
+            return
+        time.sleep(0.5)
 
 
 def submit(sched: RayScheduler, app: specs.AppDef, **cfg: object) -> str:
