@@ -1,8 +1,9 @@
 """MkDocs hooks (``hooks:`` in mkdocs.yml): the reference pages' tables, generated from the code at build time.
 
-A page holds a marker, ``<!-- generated: NAME -->`` on a line of its own, and :func:`on_page_markdown`
-puts the Markdown that ``GENERATORS[NAME]`` returns in its place, so nothing in those tables is typed by
-hand. An unknown name fails the build. :func:`on_post_build` publishes the JSON Schema at the path its
+A page holds a marker, ``<!-- generated: NAME -->`` or ``<!-- generated: NAME ARG -->`` on a line of its
+own (indented, inside a list item, the Markdown is indented as much), and :func:`on_page_markdown` puts the Markdown that ``GENERATORS[NAME]`` returns (given ARG, such as a
+scheduler's name) in its place, so nothing in those tables is typed by hand. An unknown name fails the
+build. :func:`on_post_build` publishes the JSON Schema at the path its
 ``$id`` names (``/schemas/appdef.schema.json``).
 
 The generators only read: the lint code catalogue (``torchspec.codes``), the ``ExitCode`` enum, the
@@ -18,7 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "schemas" / "appdef.schema.json"
-MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.M)
+MARKER = re.compile(r"^( *)<!-- generated: ([a-z-]+)(?: ([a-z0-9_-]+))? -->$", re.M)
 
 #: the families of lint codes, by the code's first digit (torchspec/codes.py's docstring)
 FAMILIES = {
@@ -89,25 +90,64 @@ def builtin_schedulers() -> Iterator[Tuple[str, Any]]:
             yield name, factory("docs")
 
 
-def run_options() -> str:
+def run_option_table(scheduler: Any) -> List[str]:
     from torchspec.specs.runopts import get_type_name
 
+    try:
+        opts = list(scheduler.run_opts())
+    finally:
+        scheduler.close()
+    if not opts:
+        return ["No run options."]
+    lines = ["| option | type | default | what it does |", "| --- | --- | --- | --- |"]
+    for key, opt in opts:
+        default = "required" if opt.is_required else "" if opt.default is None else f"`{opt.default!r}`"
+        lines.append(f"| `{key}` | `{cell(get_type_name(opt.opt_type))}` | {default} | {cell(prose(opt.help))} |")
+    return lines
+
+
+def run_options(only: str = "") -> str:
+    """Every built-in scheduler's run options, a section each; with ``only``, that scheduler's table alone
+    (a scheduler's own page)."""
     lines: List[str] = []
     for name, scheduler in builtin_schedulers():
-        try:
-            opts = list(scheduler.run_opts())
-        finally:
+        if only and name != only:
             scheduler.close()
-        lines += ["", f"## `{name}` {{ #{name} }}", "", f"`torchspec runopts {name}`; set with "
-                  f"`-c KEY=VALUE` or `[scheduler.{name}]` in `.torchspec.toml`.", ""]
-        if not opts:
-            lines.append("No run options.")
             continue
-        lines += ["| option | type | default | what it does |", "| --- | --- | --- | --- |"]
-        for key, opt in opts:
-            default = "required" if opt.is_required else "" if opt.default is None else f"`{opt.default!r}`"
-            lines.append(f"| `{key}` | `{cell(get_type_name(opt.opt_type))}` | {default} | {cell(prose(opt.help))} |")
+        if not only:
+            lines += ["", f"## `{name}` {{ #{name} }}", "", f"`torchspec runopts {name}`; set with "
+                      f"`-c KEY=VALUE` or `[scheduler.{name}]` in `.torchspec.toml`.", ""]
+        lines += run_option_table(scheduler)
+    if only and not lines:
+        raise ValueError(f"run-options: no built-in scheduler named {only!r}")
     return "\n".join(lines).strip()
+
+
+def capabilities() -> str:
+    """Which built-in scheduler can do what beyond submit, status and cancel (``torchspec schedulers``)."""
+    from torchspec.schedulers.api import Capability
+
+    found = list(builtin_schedulers())
+    lines = ["| capability | what it lets torchspec do | " + " | ".join(f"[`{n}`]({n}.md)" for n, _ in found) + " |",
+             "| --- | --- |" + " --- |" * len(found)]
+    for capability in Capability:
+        marks = ["yes" if s.supports(capability) else "no" for _, s in found]
+        lines.append(f"| `{capability.value}` | {cell(prose(capability.doing))} | " + " | ".join(marks) + " |")
+    for _, scheduler in found:
+        scheduler.close()
+    return "\n".join(lines)
+
+
+def kubernetes_flavors() -> str:
+    from torchspec.schedulers.kubernetes.flavors import carry_table
+
+    return carry_table()
+
+
+def kubernetes_run_options() -> str:
+    from torchspec.schedulers.kubernetes.options import run_options_table
+
+    return run_options_table()
 
 
 def schema_type(prop: Dict[str, Any]) -> str:
@@ -156,23 +196,27 @@ def schema() -> str:
     return "\n".join(lines)
 
 
-GENERATORS: Dict[str, Callable[[], str]] = {
+GENERATORS: Dict[str, Callable[..., str]] = {
     "lint-codes": lint_codes,
     "exit-codes": exit_codes,
     "run-options": run_options,
+    "capabilities": capabilities,
+    "kubernetes-flavors": kubernetes_flavors,
+    "kubernetes-run-options": kubernetes_run_options,
     "schema": schema,
 }
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     def generate(match: "re.Match[str]") -> str:
-        name = match.group(1)
+        indent, name = match.group(1), match.group(2)
         if name not in GENERATORS:
             from mkdocs.exceptions import PluginError
 
             raise PluginError(f"{page.file.src_path}: no generator named {name!r} (docs/hooks.py knows "
                            f"{', '.join(GENERATORS)})")
-        return GENERATORS[name]()
+        text = GENERATORS[name](*filter(None, [match.group(3)]))
+        return "\n".join(indent + line if line else line for line in text.splitlines())
 
     return MARKER.sub(generate, markdown)
 

@@ -80,8 +80,8 @@ def section(text: str, anchor: str) -> str:
 
 
 def test_the_site_builds_strictly(site: pathlib.Path) -> None:
-    for name in ("getting-started", "architecture", "torchx-migration", "reference/cli", "reference/python-api",
-                 "reference/lint-codes", "reference/exit-codes", "reference/run-options", "reference/schema"):
+    for name in ("getting-started", "architecture", "guides/torchx-migration", "reference/cli",
+                 "reference/python-api", "reference/lint-codes", "reference/exit-codes", "reference/run-options", "reference/schema"):
         assert (site / name / "index.html").is_file(), name
     assert not (site / "dev").exists(), "docs/dev holds internal notes, kept out of the site"
     assert not (site / "hooks.py").exists()

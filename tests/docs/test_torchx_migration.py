@@ -1,4 +1,4 @@
-"""docs/torchx-migration.md, run as written: every command of its ``bash`` blocks, from the repository's root
+"""docs/guides/torchx-migration.md, run as written: every command of its ``bash`` blocks, from the repository's root
 (in a copy, so nothing is written into the checkout), and what the page says each one shows."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Dict, List
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-PAGE = ROOT / "docs" / "torchx-migration.md"
+PAGE = ROOT / "docs" / "guides" / "torchx-migration.md"
 
 
 def commands() -> List[str]:
