@@ -4,7 +4,7 @@ Codes are stable: once published, a code keeps its meaning forever, so users
 can select or ignore them in CI.  Families: TS0xx reading the file, TS1xx
 syntax, TS2xx schema, TS3xx params, TS4xx templates, TS5xx semantic checks,
 TS6xx what a scheduler makes of the spec (only with ``lint --scheduler``).
-``torchspec lint --explain CODE`` prints the entry; README lists them all.
+``torchspec lint --explain CODE`` prints the entry; the site's lint code page (docs/hooks.py) lists them all.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""The exit codes of ``torchspec``: one table that the code, ``--help`` and README all come from.
+"""The exit codes of ``torchspec``: one table that the code, ``--help`` and the documentation all come from.
 
 Scripts branch on these numbers (``torchspec wait H || handle_failure``), so
 they are stable: a code is never reused for another meaning.  ``--help`` and
-the README's table are generated from :class:`ExitCode` (a test compares the
-README against :func:`markdown_table`), so the documentation cannot drift.
+the site's exit code page (docs/hooks.py, at build time) are generated from
+:class:`ExitCode`, so the documentation cannot drift.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class ExitCode(IntEnum):
 
     @property
     def meaning(self) -> str:
-        """The full meaning, for README (Markdown)."""
+        """The full meaning, for the documentation (Markdown)."""
         return _MEANING[self]
 
 
@@ -96,10 +96,4 @@ def help_text() -> str:
     return "\n".join(f"  {int(code):<3}  {code.summary}" for code in ExitCode)
 
 
-def markdown_table() -> str:
-    """The README's table of exit codes."""
-    rows = [f"| {int(code)} | {code.meaning} |" for code in ExitCode]
-    return "\n".join(["| code | meaning |", "| --- | --- |", *rows])
-
-
-__all__ = ["ExitCode", "for_app_state", "help_text", "markdown_table"]
+__all__ = ["ExitCode", "for_app_state", "help_text"]

@@ -25,7 +25,7 @@ from process_support import alive, app_processes, stat_fields
 PY = sys.executable
 HANDLE_PREFIX = "local://"
 
-# exit codes documented in `torchspec --help` and README
+# exit codes documented in `torchspec --help` and docs/reference/exit-codes.md
 OK, USAGE, APP_CANCELLED, BACKEND = 0, 2, 5, 6
 
 #: Generous: the suite must pass on a loaded 2-core machine; waits end as soon as their condition holds.

@@ -1,6 +1,6 @@
 """Small inputs that expand, and large ones: every limit holds in bounded time and memory.
 
-The limits (README's Security section names them): files over 2 MiB are
+The limits (docs/security.md names them): files over 2 MiB are
 refused before parsing; aliases may expand a document to at most 100,000
 values and repeat at most 2 MiB of text; a file holds at most 1,000 YAML
 documents.  Each case is timed, and its memory is measured with tracemalloc.
@@ -102,18 +102,16 @@ def test_thousands_of_duplicate_keys_take_linear_time(bounded: None) -> None:
     assert errors[-1].line == 20_000 and errors[-1].source_line == "  k:"
 
 
-def test_readme_security_names_the_limits_the_code_enforces() -> None:
-    """README's Security table is written from these constants; a changed limit must change the docs."""
+def test_the_security_page_names_the_limits_the_code_enforces() -> None:
+    """docs/security.md's table is written from these constants; a changed limit must change the docs."""
     from input_support import ROOT
     from torchspec.loader.parsers import MAX_DEPTH
     from torchspec.loader.sandbox import MAX_OUTPUT, MAX_REPEAT, MAX_TEMPLATE_BYTES
     from torchspec.loader.template import MAX_DOCUMENT_OUTPUT, MAX_RENDER_MEMORY, RENDER_SECONDS
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Security"):readme.index("## pre-commit")]
+    section = (ROOT / "docs" / "security.md").read_text()
     for text in (f"{MAX_FILE_BYTES // 2**20} MiB (lint", f"{MAX_DEPTH} levels", f"{MAX_VALUES:,} values",
                  f"{MAX_ALIAS_CHARS // 2**20} MiB of text repeated", f"| {MAX_DOCUMENTS:,} |",
                  f"{MAX_OUTPUT:,} characters;", f"{MAX_DOCUMENT_OUTPUT:,} characters, {RENDER_SECONDS:g} seconds, "
                  f"{MAX_RENDER_MEMORY // 2**20} MiB", f"{MAX_REPEAT:,} items", f"over {MAX_TEMPLATE_BYTES // 2**20} MiB"):
         assert text in section, text
-    assert "- [Security](#security)" in readme

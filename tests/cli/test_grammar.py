@@ -1,4 +1,4 @@
-"""README's "CLI grammar", held against click's command tree: every command, every option.
+"""docs/concepts/cli.md's "CLI grammar", held against click's command tree: every command, every option.
 
 The tree is walked, so a command or option added later is checked too: a format option not spelled
 ``-o/--output``, a ``--json`` flag of its own, a ``-s`` that is no scheduler, a choice without a
@@ -32,14 +32,14 @@ BAD = "name: bad\nroles:\n  - name: trainer\n    image: img\n    entrypoint: pyt
 
 @dataclass(frozen=True)
 class Row:
-    """One line of README's grammar table: the option's names, and the commands having it (with formats)."""
+    """One line of the grammar table: the option's names, and the commands having it (with formats)."""
 
     names: tuple[str, ...]
     commands: dict[str, tuple[str, ...]]
 
 
 def readme_grammar() -> list[Row]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "concepts" / "cli.md").read_text()
     section = text.split("\n## CLI grammar\n", 1)[1].split("\n## ", 1)[0]
     rows = []
     for line in section.splitlines():
@@ -127,11 +127,11 @@ def not_as_the_readme_says(tree: Commands) -> list[str]:
                 if tuple(option.opts) != row.names:
                     wrong.append(f"{command}: {spelt(option)} is not {'/'.join(row.names)}")
         if sorted(having) != sorted(row.commands):
-            wrong.append(f"{'/'.join(row.names)} is on {sorted(having)}; README says {sorted(row.commands)}")
+            wrong.append(f"{'/'.join(row.names)} is on {sorted(having)}; the page says {sorted(row.commands)}")
         for command, option in having.items():
             choices = [str(c) for c in getattr(option.type, "choices", ())]
             if row.commands.get(command) and choices != list(row.commands[command]):
-                wrong.append(f"{command} {spelt(option)}: {choices}; README says {list(row.commands[command])}")
+                wrong.append(f"{command} {spelt(option)}: {choices}; the page says {list(row.commands[command])}")
     return wrong
 
 

@@ -29,7 +29,7 @@ EXE = pathlib.Path(sys.executable).with_name("torchspec")
 PY = sys.executable
 HANDLE_RE = re.compile(r"^local://[^/\s]*/\S+$")
 
-# exit codes documented in `torchspec --help` and README
+# exit codes documented in `torchspec --help` and docs/reference/exit-codes.md
 OK, SPEC_ERROR, USAGE, APP_FAILED, APP_CANCELLED = 0, 1, 2, 4, 5
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the local scheduler needs POSIX process groups")

@@ -292,9 +292,9 @@ def test_lint_and_diff_never_import_a_python_component(comp: pathlib.Path, argv:
     assert marker.exists()  # the marker works: dryrun, which the user asked to run it, did import it
 
 
-def test_the_readme_example_runs_as_written(tmp_path: pathlib.Path) -> None:
-    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("## Python components", 1)[1].split("\n## ", 1)[0]
+def test_the_components_page_example_runs_as_written(tmp_path: pathlib.Path) -> None:
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "concepts" / "components.md").read_text()
+    section = page.split("## Python components", 1)[1].split("\n## ", 1)[0]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     (tmp_path / "comp.py").write_text(code)
     commands = section.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()

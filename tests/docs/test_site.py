@@ -187,3 +187,33 @@ def test_reference_module_is_not_imported_by_the_cli() -> None:
                            env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, check=True)
     assert found.stdout.split() == ["False", "False"]
     importlib.import_module("torchspec.cli.reference")
+
+
+def test_the_readme_is_short_and_its_links_lead_somewhere() -> None:
+    """README.md is the one screen a newcomer reads (issue 27: about 150 lines at most); everything else is on
+    the site, so every link of it names a file that is there, and an anchor a heading of that file."""
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    assert len(text.splitlines()) <= 150
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert links
+    for link in links:
+        if re.match(r"[a-z]+:", link):
+            continue
+        path, _, anchor = link.partition("#")
+        target = (readme.parent / path) if path else readme
+        assert target.is_file(), link
+        if anchor:
+            headings = re.findall(r"^#+ (.*)$", target.read_text(), re.M)
+            slugs = {re.sub(r"\s+", "-", re.sub(r"[^\w\s-]", "", h.lower()).strip()) for h in headings}
+            assert anchor in slugs, link
+
+
+def test_the_installation_page_names_every_extra() -> None:
+    """Its table of extras is written by hand (what each is for is prose), so a new extra must be added."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    page = (ROOT / "docs" / "installation.md").read_text()
+    for name in extras:
+        assert f"`{name}`" in page, f"the extra {name} is not on docs/installation.md"

@@ -5,7 +5,7 @@ SIGKILL (a process holding it as apply does, or apply itself half way through
 its submissions) leaves a Lease the next apply takes once it expires; a
 holder that lives makes ``--lock-timeout`` run out (exit 124, naming it); no
 cluster is exit 6 naming the server; a refusal on leases says which rights
-are missing, and the README's Role grants them.
+are missing, and the Role docs/guides/gitops.md gives grants them.
 The Lease's own protocol is tested in tests/kube/test_lease.py.
 """
 
@@ -292,7 +292,7 @@ def real_lease_holder(k8s_cluster: Any, namespace: str, ws: Workspace) -> str:
 def test_real_cluster_rbac_refusal_names_the_rights_and_the_readme_role_grants_them(
         tmp_path: pathlib.Path, k8s_cluster: Any, real_ns: str) -> None:
     """A service account with no rights gets the server's 403 and what to ask for; the Role and RoleBinding
-    the README gives are enough."""
+    docs/guides/gitops.md gives are enough."""
     k8s_cluster.kubectl("create", "serviceaccount", "ci", "-n", real_ns)
     token = k8s_cluster.kubectl("create", "token", "ci", "-n", real_ns).stdout.strip()
     admin = json.loads(k8s_cluster.kubectl("config", "view", "--raw", "--minify", "-o", "json").stdout)

@@ -14,7 +14,7 @@ from torchspec.errors import AppRefusedError
 from torchspec.loader import load_app
 from torchspec.schedulers.kubernetes.flavors import CARRY_ROWS, FLAVOR_TABLE, carry_table
 from torchspec.schedulers.kubernetes.names import AppRef
-from torchspec.schedulers.kubernetes.options import run_options_table
+from torchspec.schedulers.kubernetes.options import kubernetes_run_opts, run_options_table
 from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
 from torchspec.schedulers.kubernetes.torchrun import find_launch
 from torchspec.schedulers.kubernetes.translate import KubernetesRequest
@@ -321,8 +321,11 @@ def test_the_validator_is_strict_about_the_kubeflow_crds() -> None:
         " properties are not allowed ('image' was unexpected)"]
 
 
-def test_the_readme_shows_what_each_flavor_carries_and_the_run_options() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_kubernetes_page_shows_what_each_flavor_carries_and_the_run_options() -> None:
+    """The page's two tables are generated at build time (docs/hooks.py) from these functions, so they
+    cannot drift; each flavor says how it carries every row."""
+    page = (ROOT / "docs" / "schedulers" / "kubernetes.md").read_text()
     assert all(set(f.carries) == {key for key, _ in CARRY_ROWS} for f in FLAVOR_TABLE.values())
-    for table in (carry_table(), run_options_table()):  # generated, so they cannot drift
-        assert "\n".join("  " + line for line in table.splitlines()) in readme
+    assert "<!-- generated: kubernetes-flavors -->" in page and "<!-- generated: kubernetes-run-options -->" in page
+    assert carry_table().splitlines()[0] == "| | " + " | ".join(f"`{name}`" for name in FLAVOR_TABLE) + " |"
+    assert all(f"| `{name}` |" in run_options_table() for name, _ in kubernetes_run_opts())

@@ -19,7 +19,7 @@ import sys
 import textwrap
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -422,16 +422,22 @@ def test_spec_path_prefers_the_patch_then_the_roles_own_key() -> None:
     assert spec_path(None, pod, roles) == () and spec_path(5, pod, roles) == ()
 
 
-# ---------------------------------------------------------------- the README
+# ---------------------------------------------------------------- the kubernetes page
 
 
-def test_the_readme_example_prints_what_the_readme_shows(stand_in: Target) -> None:
-    """The README's job.yaml and lint command, run against the stand-in: the output it shows, app id aside."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("- **The cluster's own dry run**"):]
-    spec = textwrap.dedent(section[section.index("```yaml\n") + 8:section.index("  ```\n")])
-    console = textwrap.dedent(section[section.index("```console\n") + 11:section.index("  ```", section.index(
-        "```console\n"))]).splitlines()
+def fenced_blocks(text: str) -> List[Tuple[str, str]]:
+    """(info, text) of each fenced block of a Markdown page, the fence's indentation taken off."""
+    return [(info, textwrap.dedent(body)) for _, info, body in
+            re.findall(r"^( *)```(\w*)\n(.*?)^ *```$", text, re.S | re.M)]
+
+
+def test_the_page_example_prints_what_the_page_shows(stand_in: Target) -> None:
+    """docs/schedulers/kubernetes.md's job.yaml and the lint command after it, run against the stand-in: the
+    output the page shows, app id aside."""
+    found = fenced_blocks((ROOT / "docs" / "schedulers" / "kubernetes.md").read_text())
+    (at,) = [i for i, (info, body) in enumerate(found) if body.startswith("$ torchspec lint --scheduler kubernetes")]
+    assert found[at - 1][0] == "yaml", found[at - 1]
+    spec, console = found[at - 1][1], found[at][1].splitlines()
     command, shown = console[0], console[1:]
     assert command.startswith("$ torchspec lint ") and "-c server_dry_run=True" in command
     stand_in.spec(spec, "job.yaml")

@@ -68,7 +68,7 @@ def docker_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engine:
         return [c.name for c in client.containers.list(filters={"status": "running"}) if name in c.name]
 
     # one network for all: the engine's default address pools hold ~30 networks, one per app otherwise (a
-    # submit past them is refused, saying how to get more: see the docker scheduler's section of README)
+    # submit past them is refused, saying how to get more: see docs/schedulers/docker.md)
     network = client.networks.create(f"load-{uuid.uuid4().hex[:6]}", driver="bridge")
 
     def remove() -> None:  # the cancelled apps' containers are kept (for their logs) on the network

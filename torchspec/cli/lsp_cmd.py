@@ -1,4 +1,4 @@
-"""``torchspec lsp``: start the language server on stdin and stdout (for editors; see README's Editors)."""
+"""``torchspec lsp``: start the language server on stdin and stdout (for editors; see docs/guides/editors.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from torchspec.exit_codes import ExitCode
 def lsp(stdio: bool, debounce_ms: int | None) -> int:
     """Run the torchspec language server: live lint, hover, completion, definitions, outline and quick fixes.
 
-    Editors start it themselves (VS Code, Neovim, Helix, Emacs: see README).
+    Editors start it themselves (VS Code, Neovim, Helix, Emacs: see docs/guides/editors.md).
     Needs the lsp extra: pip install 'torchspec[lsp]'.
     """
     try:

@@ -3,8 +3,8 @@
 Commands are imported only when invoked, so ``torchspec --version`` and
 ``torchspec lint`` never pay for docker, kubernetes or rich.
 
-Exit codes are :class:`torchspec.exit_codes.ExitCode`; ``--help`` and README
-print the table generated from it.
+Exit codes are :class:`torchspec.exit_codes.ExitCode`; ``--help`` and the site's exit code page
+are generated from it.
 """
 
 from __future__ import annotations

@@ -153,7 +153,7 @@ def too_large(path: str, max_bytes: int) -> Diagnostic:
     """TS002: the file at ``path`` holds more than ``max_bytes`` bytes; the hint names the limit and its docs."""
     return Diagnostic("TS002", f"the file is larger than the limit of {max_bytes} bytes", file=path,
                       hint=f"spec files are a few KiB; split this one (the limit is {MAX_FILE_BYTES // 1024 // 1024} "
-                           "MiB, see Security in README; lint takes --max-file-size BYTES)")
+                           "MiB: see Security, docs/security.md; lint takes --max-file-size BYTES)")
 
 
 _UTF16_32 = [(b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),

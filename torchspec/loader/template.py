@@ -365,7 +365,7 @@ class Renderer:
         return RenderError("TS404", f"{type(e).__name__}: {e}")
 
 
-_SMALL_HINT = (f"templates may build at most {MAX_OUTPUT:,} characters a value (README: Security); "
+_SMALL_HINT = (f"templates may build at most {MAX_OUTPUT:,} characters a value (see Security, docs/security.md); "
                "build less text, or pass big data as a file the job reads")
 
 

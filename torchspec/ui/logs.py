@@ -13,7 +13,7 @@ lines waiting, dropping the oldest when the browser is slower than the job
 (the browser is told, and can load them).
 
 The lines are the job's own output, as ``torchspec logs`` prints them; what
-a job prints is beyond torchspec (README: Security).
+a job prints is beyond torchspec (docs/security.md).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ One container per replica, named and reachable as ``{app_id}-{role}-{k}`` on
 a network created for the app, so ``$TORCHSPEC_RANK0_HOST`` (what
 ``${rank0_env}`` names) resolves to the role's replica 0 from every replica.
 
-Retries (see README): REPLICA is the engine's own ``on-failure`` restart
+Retries (see docs/schedulers/docker.md): REPLICA is the engine's own ``on-failure`` restart
 policy, so it goes on even if nothing of torchspec runs.  APPLICATION and ROLE
 need someone to restart the other replicas too; a small watcher process
 (:mod:`torchspec.schedulers.docker.watcher`), started by ``schedule``,

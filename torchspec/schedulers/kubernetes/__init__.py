@@ -40,7 +40,7 @@ name the cluster knows nothing of, so the id has to carry it for ``status``,
 same id, so ``TORCHSPEC_JOB_ID`` is the app's real handle.
 
 Retries map onto each flavor's own mechanism (see each flavor's ``retry_how``
-and the README): nothing of torchspec needs to keep running after ``submit``.
+and docs/schedulers/kubernetes.md): nothing of torchspec needs to keep running after ``submit``.
 
 The package, lowest module first (each imports only those above it):
 

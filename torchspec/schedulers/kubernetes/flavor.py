@@ -164,7 +164,7 @@ class Flavor(abc.ABC):
     template_paths: Dict[str, str] = {}
     #: run options that only some flavors take (see options.FLAVOR_OPTIONS) and this one does
     takes: Tuple[str, ...] = ("ttl", "priority_class", "priority")
-    #: what the flavor does with each part of an app, for the README's table (see flavors.carry_table)
+    #: what the flavor does with each part of an app, for the kubernetes page's table (see flavors.carry_table)
     carries: Dict[str, str] = {}
 
     def index_env(self) -> List[Obj]:

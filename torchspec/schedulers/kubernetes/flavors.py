@@ -26,7 +26,7 @@ def flavor_of_kind(api_version: str, kind: str) -> Optional[Flavor]:
 
 
 #: The parts of an app whose handling differs between flavors (each flavor's ``carries`` says how), in the
-#: order the README's table lists them.
+#: order the kubernetes page's table lists them.
 CARRY_ROWS: Tuple[Tuple[str, str], ...] = (
     ("needs", "needs on the cluster"), ("roles", "roles"), ("entrypoint", "entrypoint"),
     ("elastic", "`min_replicas` < `num_replicas`"), ("retries", "retries"), ("ports", "`port_map`"),
@@ -36,7 +36,7 @@ CARRY_ROWS: Tuple[Tuple[str, str], ...] = (
 
 
 def carry_table() -> str:
-    """What each flavor can and cannot carry, as the README's markdown table (a test keeps them equal)."""
+    """What each flavor can and cannot carry, as a markdown table, for docs/schedulers/kubernetes.md (docs/hooks.py puts it there)."""
     flavors = list(FLAVOR_TABLE.values())
     lines = ["| | " + " | ".join(f"`{f.name}`" for f in flavors) + " |",
              "| --- |" + " --- |" * len(flavors)]

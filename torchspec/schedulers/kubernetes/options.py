@@ -163,7 +163,7 @@ def _check_flavor_options(cfg: Mapping[str, CfgVal], flavor: str) -> None:
 
 
 def run_options_table() -> str:
-    """The run options as the README's markdown table (a test keeps them equal): each option's type, default,
+    """The run options as a markdown table, for docs/schedulers/kubernetes.md (docs/hooks.py puts it there): each option's type, default,
     the flavors that take it, and its help."""
     lines = ["| option | type | default | flavors | what it does |", "| --- | --- | --- | --- | --- |"]
     for name, opt in kubernetes_run_opts():

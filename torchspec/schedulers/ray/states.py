@@ -32,7 +32,7 @@ DEFAULT_ADDRESS = "127.0.0.1:8265"
 ENV_ADDRESS = "RAY_ADDRESS"
 #: The environment variable of the job's runtime_env that carries the driver's plan, as JSON.
 ENV_PLAN = "TORCHSPEC_RAY_PLAN"
-#: The job's entrypoint: the driver, shipped with torchspec (see README, "The ray scheduler").
+#: The job's entrypoint: the driver, shipped with torchspec (see docs/schedulers/ray.md).
 DRIVER_MODULE = "torchspec.schedulers.ray.driver"
 
 #: Job metadata keys torchspec sets; a job whose metadata lacks META_APP is not torchspec's.

@@ -16,7 +16,7 @@ run options going into ``#SBATCH`` lines are checked (``sbatch_value``),
 the job's name is made safe (:func:`job_name`), and every word of the body
 is quoted.
 
-Retries (see README): APPLICATION (and ROLE, which Slurm cannot do apart)
+Retries (see docs/schedulers/slurm.md): APPLICATION (and ROLE, which Slurm cannot do apart)
 requeue the whole job from inside the batch script (``scontrol requeue``,
 the job is submitted with ``--requeue``); Slurm counts the restarts.
 REPLICA restarts the failed replica's step inside the same allocation.

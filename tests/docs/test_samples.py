@@ -1,7 +1,9 @@
-"""Every README sample that shows what a command prints, printed by a real run (tests/docs/sample_runner.py).
+"""Every sample of README.md and the site's pages that shows what a command prints, printed by a real run
+(tests/docs/sample_runner.py).
 
-Each test picks its blocks by what they hold; ``test_every_sample_is_run`` checks that together they are
-every block with a ``$ `` command in README.md and docs/*.md, so a new sample needs a test here.
+Each test picks its blocks by the page and heading they are under; ``test_every_sample_is_run`` checks that
+together with the samples other modules run (Getting started's, the scheduler pages', the CI guide's) they
+are every block with a ``$ `` command in README.md and docs/**/*.md, so a new sample needs a test.
 """
 
 from __future__ import annotations
@@ -18,7 +20,12 @@ from sample_runner import ROOT, SAMPLES, Block, Randoms, Session, blocks, cancel
 from test_site import getting_started_samples
 
 README = ROOT / "README.md"
-PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = ROOT / "docs"
+PAGES = [README, *sorted(p for p in DOCS.rglob("*.md") if p.relative_to(DOCS).parts[0] != "dev")]
+LINTING = DOCS / "concepts" / "linting.md"
+KUBERNETES = DOCS / "schedulers" / "kubernetes.md"
+GITOPS = DOCS / "guides" / "gitops.md"
+PROVENANCE = DOCS / "guides" / "provenance.md"
 # an app id's random suffix: `train-49gvtx` in `local://torchspec/train-49gvtx`, `greedy-4xq2mz` in a Job's name
 APP_ID = re.compile(r"(?<![\w-])(?P<stable>[a-z][a-z0-9]*)-(?P<random>[a-z0-9]{6})(?=[-\s)]|$)")
 
@@ -32,39 +39,55 @@ def first_command(block: Block) -> str:
 
 
 def lint_samples() -> List[Block]:
-    return [b for b in readme_samples() if b.heading == "`torchspec lint`"]
+    return [b for b in samples([LINTING]) if b.heading == "`torchspec lint`"]
 
 
 def kubernetes_lint_sample() -> Block:
-    (block,) = [b for b in readme_samples() if first_command(b).startswith("torchspec lint --scheduler kubernetes")]
+    (block,) = [b for b in samples([KUBERNETES])
+                if first_command(b).startswith("torchspec lint --scheduler kubernetes")]
     return block
 
 
 def diff_samples() -> List[Block]:
-    return [b for b in readme_samples() if b.heading == "GitOps" and first_command(b).startswith("torchspec diff")]
+    return [b for b in samples([GITOPS]) if b.heading == "GitOps" and first_command(b).startswith("torchspec diff")]
 
 
 def provenance_samples() -> List[Block]:
-    return [b for b in readme_samples() if b.heading == "Provenance and `rerun`"]
+    return [b for b in samples([PROVENANCE]) if b.heading == "Provenance and `rerun`"]
 
 
 def walkthrough_samples() -> List[Block]:
-    return [b for b in readme_samples() if b.heading == "From a new repository to a merged pull request"]
+    return [b for b in samples([GITOPS]) if b.heading == "From a new repository to a merged pull request"]
 
 
 def test_every_sample_is_run() -> None:
-    runs = [*lint_samples(), kubernetes_lint_sample(), *diff_samples(), *walkthrough_samples(),
+    runs = [*readme_samples(), *lint_samples(), kubernetes_lint_sample(), *diff_samples(), *walkthrough_samples(),
             *provenance_samples(), *getting_started_samples()]
     assert len(runs) == len(set(runs))
     assert set(runs) == set(samples(PAGES)), [b.where for b in set(samples(PAGES)) - set(runs)]
-    assert (len(lint_samples()), len(diff_samples()), len(walkthrough_samples()), len(provenance_samples()),
-            len(getting_started_samples())) == (1, 3, 3, 1, 6)
+    assert (len(readme_samples()), len(lint_samples()), len(diff_samples()), len(walkthrough_samples()),
+            len(provenance_samples()), len(getting_started_samples())) == (1, 1, 3, 3, 1, 6)
+
+
+def test_the_readme_sample(tmp_path: pathlib.Path) -> None:
+    """README's first run, in a folder holding a copy of examples/; its spec is examples/hello.yaml's."""
+    (shown,) = [b for b in blocks(README) if b.info == "yaml"]
+    spec = (ROOT / "examples" / "hello.yaml").read_text()
+    assert spec[spec.index("name: hello"):] == shown.text
+    shutil.copytree(ROOT / "examples", tmp_path / "work" / "examples")
+    session = Session(tmp_path / "work", sample_env(tmp_path), Randoms(APP_ID))
+    try:
+        for block in readme_samples():
+            session.run(steps(block))
+        session.check()
+    finally:
+        cancel_running(session)
 
 
 def test_the_lint_sample(tmp_path: pathlib.Path) -> None:
     """The section's spec files (``yaml`` blocks opening with ``# PATH``) written out, then its samples run."""
     work = tmp_path / "work"
-    for block in blocks(README):
+    for block in blocks(LINTING):
         first = block.text.splitlines()[0] if block.text else ""
         if block.heading == "`torchspec lint`" and block.info == "yaml" and first.startswith("# "):
             path = work / first[2:].strip()
@@ -80,7 +103,7 @@ def test_the_kubernetes_server_dry_run_sample(tmp_path: pathlib.Path, k8s_cluste
     """The spec shown just above it, linted against the real cluster's API server (a dry run: nothing is
     created)."""
     sample = kubernetes_lint_sample()
-    every = blocks(README)
+    every = blocks(KUBERNETES)
     spec = every[every.index(sample) - 1]
     assert spec.info == "yaml" and "name: greedy" in spec.text, spec.where
     work = tmp_path / "work"
