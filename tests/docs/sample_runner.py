@@ -89,6 +89,33 @@ def blocks(path: pathlib.Path) -> List[Block]:
     return found
 
 
+#: a first line that is a comment naming only the file a block shows: ``# jobs/train.yaml``, ``{# lib/images.j2 #}``
+NAMED_FILE = re.compile(r"^(?:#|\{#-?)[ \t]*(?P<path>[\w.-][\w./-]*\.[A-Za-z0-9]+)[ \t]*(?:-?#\})?[ \t]*$")
+
+
+def named_path(block: Block) -> Optional[str]:
+    """The relative path a block's first line names (see :data:`NAMED_FILE`), or None."""
+    match = NAMED_FILE.match(block.text.split("\n", 1)[0])
+    if not match:
+        return None
+    path = match.group("path")
+    assert ".." not in pathlib.PurePosixPath(path).parts, f"{block.where}: {path} is outside the folder"
+    return path
+
+
+def write_named(found: Iterable[Block], folder: pathlib.Path) -> List[pathlib.Path]:
+    """Write each of ``found`` that names its file (:func:`named_path`) under ``folder``, as shown; the paths."""
+    written = []
+    for block in found:
+        name = named_path(block)
+        if name is not None:
+            path = folder / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(block.text)
+            written.append(path)
+    return written
+
+
 def samples(paths: Iterable[pathlib.Path]) -> List[Block]:
     """The blocks of ``paths`` that hold a ``$ `` command."""
     return [block for path in paths for block in blocks(path) if block.is_sample()]

@@ -16,7 +16,9 @@ from typing import Iterator, List
 
 import pytest
 from k8s_support import Cluster
-from sample_runner import ROOT, SAMPLES, Block, Randoms, Session, blocks, cancel_running, sample_env, samples, steps
+from sample_runner import (ROOT, SAMPLES, Block, Randoms, Session, blocks, cancel_running, sample_env, samples, steps,
+                           write_named)
+from test_page_specs import ci_guide_samples
 from test_site import getting_started_samples
 
 README = ROOT / "README.md"
@@ -62,11 +64,11 @@ def walkthrough_samples() -> List[Block]:
 
 def test_every_sample_is_run() -> None:
     runs = [*readme_samples(), *lint_samples(), kubernetes_lint_sample(), *diff_samples(), *walkthrough_samples(),
-            *provenance_samples(), *getting_started_samples()]
+            *provenance_samples(), *getting_started_samples(), *ci_guide_samples()]
     assert len(runs) == len(set(runs))
     assert set(runs) == set(samples(PAGES)), [b.where for b in set(samples(PAGES)) - set(runs)]
     assert (len(readme_samples()), len(lint_samples()), len(diff_samples()), len(walkthrough_samples()),
-            len(provenance_samples()), len(getting_started_samples())) == (1, 1, 3, 3, 1, 6)
+            len(provenance_samples()), len(getting_started_samples()), len(ci_guide_samples())) == (1, 1, 3, 3, 1, 6, 2)
 
 
 def test_the_readme_sample(tmp_path: pathlib.Path) -> None:
@@ -85,14 +87,9 @@ def test_the_readme_sample(tmp_path: pathlib.Path) -> None:
 
 
 def test_the_lint_sample(tmp_path: pathlib.Path) -> None:
-    """The section's spec files (``yaml`` blocks opening with ``# PATH``) written out, then its samples run."""
+    """The page's spec files (blocks opening with ``# PATH``) written out, then its samples run."""
     work = tmp_path / "work"
-    for block in blocks(LINTING):
-        first = block.text.splitlines()[0] if block.text else ""
-        if block.heading == "`torchspec lint`" and block.info == "yaml" and first.startswith("# "):
-            path = work / first[2:].strip()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(block.text)
+    write_named(blocks(LINTING), work)
     session = Session(work, sample_env(tmp_path))
     for block in lint_samples():
         session.run(steps(block))
