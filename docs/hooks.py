@@ -138,6 +138,30 @@ def capabilities() -> str:
     return "\n".join(lines)
 
 
+def commands() -> str:
+    """Each command with the first line of its help, linked to its entry in the CLI reference."""
+    from torchspec.cli.reference import cli
+
+    lines = ["| command | what it does |", "| --- | --- |"]
+    for name, command in sorted(cli.commands.items()):
+        summary = command.get_short_help_str(limit=200)
+        lines.append(f"| [`torchspec {name}`](../reference/cli.md#torchspec-{name}) | {cell(prose(summary))} |")
+    return "\n".join(lines)
+
+
+def app_states() -> str:
+    """Each app state, whether it is an end, and the exit code ``wait`` ends with on it."""
+    from torchspec.exit_codes import for_app_state
+    from torchspec.specs import AppState, is_terminal
+
+    lines = ["| state | value | an end | `wait` exits with |", "| --- | --- | --- | --- |"]
+    for state in AppState:
+        code = for_app_state(state) if is_terminal(state) else None
+        exits = f"{int(code)} (`ExitCode.{code.name}`)" if code is not None else "(still waiting)"
+        lines.append(f"| `{state.name}` | {state.value} | {'yes' if is_terminal(state) else 'no'} | {exits} |")
+    return "\n".join(lines)
+
+
 def kubernetes_flavors() -> str:
     from torchspec.schedulers.kubernetes.flavors import carry_table
 
@@ -201,6 +225,8 @@ GENERATORS: Dict[str, Callable[..., str]] = {
     "exit-codes": exit_codes,
     "run-options": run_options,
     "capabilities": capabilities,
+    "app-states": app_states,
+    "commands": commands,
     "kubernetes-flavors": kubernetes_flavors,
     "kubernetes-run-options": kubernetes_run_options,
     "schema": schema,
