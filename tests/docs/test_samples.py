@@ -19,6 +19,7 @@ from k8s_support import Cluster
 from sample_runner import (ROOT, SAMPLES, Block, Randoms, Session, blocks, cancel_running, sample_env, samples, steps,
                            write_named)
 from test_page_specs import ci_guide_samples
+from test_scheduler_pages import scheduler_page_samples
 from test_site import getting_started_samples
 
 README = ROOT / "README.md"
@@ -64,11 +65,13 @@ def walkthrough_samples() -> List[Block]:
 
 def test_every_sample_is_run() -> None:
     runs = [*readme_samples(), *lint_samples(), kubernetes_lint_sample(), *diff_samples(), *walkthrough_samples(),
-            *provenance_samples(), *getting_started_samples(), *ci_guide_samples()]
+            *provenance_samples(), *getting_started_samples(), *ci_guide_samples(),
+            *scheduler_page_samples()]
     assert len(runs) == len(set(runs))
     assert set(runs) == set(samples(PAGES)), [b.where for b in set(samples(PAGES)) - set(runs)]
     assert (len(readme_samples()), len(lint_samples()), len(diff_samples()), len(walkthrough_samples()),
-            len(provenance_samples()), len(getting_started_samples()), len(ci_guide_samples())) == (1, 1, 3, 3, 1, 6, 2)
+            len(provenance_samples()), len(getting_started_samples()), len(ci_guide_samples()),
+            len(scheduler_page_samples())) == (1, 1, 3, 3, 1, 6, 2, 13)
 
 
 def test_the_readme_sample(tmp_path: pathlib.Path) -> None:
