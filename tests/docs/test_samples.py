@@ -29,6 +29,7 @@ LINTING = DOCS / "concepts" / "linting.md"
 KUBERNETES = DOCS / "schedulers" / "kubernetes.md"
 GITOPS = DOCS / "guides" / "gitops.md"
 PROVENANCE = DOCS / "guides" / "provenance.md"
+CONFIGURATION = DOCS / "concepts" / "configuration.md"
 # an app id's random suffix: `train-49gvtx` in `local://torchspec/train-49gvtx`, `greedy-4xq2mz` in a Job's name
 APP_ID = re.compile(r"(?<![\w-])(?P<stable>[a-z][a-z0-9]*)-(?P<random>[a-z0-9]{6})(?=[-\s)]|$)")
 
@@ -59,6 +60,10 @@ def provenance_samples() -> List[Block]:
     return [b for b in samples([PROVENANCE]) if b.heading == "Provenance and `rerun`"]
 
 
+def configuration_samples() -> List[Block]:
+    return samples([CONFIGURATION])
+
+
 def walkthrough_samples() -> List[Block]:
     return [b for b in samples([GITOPS]) if b.heading == "From a new repository to a merged pull request"]
 
@@ -66,12 +71,12 @@ def walkthrough_samples() -> List[Block]:
 def test_every_sample_is_run() -> None:
     runs = [*readme_samples(), *lint_samples(), kubernetes_lint_sample(), *diff_samples(), *walkthrough_samples(),
             *provenance_samples(), *getting_started_samples(), *ci_guide_samples(),
-            *scheduler_page_samples()]
+            *scheduler_page_samples(), *configuration_samples()]
     assert len(runs) == len(set(runs))
     assert set(runs) == set(samples(PAGES)), [b.where for b in set(samples(PAGES)) - set(runs)]
     assert (len(readme_samples()), len(lint_samples()), len(diff_samples()), len(walkthrough_samples()),
             len(provenance_samples()), len(getting_started_samples()), len(ci_guide_samples()),
-            len(scheduler_page_samples())) == (1, 1, 3, 3, 1, 6, 2, 13)
+            len(scheduler_page_samples()), len(configuration_samples())) == (1, 1, 3, 3, 1, 6, 2, 13, 1)
 
 
 def test_the_readme_sample(tmp_path: pathlib.Path) -> None:
@@ -87,6 +92,15 @@ def test_the_readme_sample(tmp_path: pathlib.Path) -> None:
         session.check()
     finally:
         cancel_running(session)
+
+
+def test_the_configuration_sample(tmp_path: pathlib.Path) -> None:
+    """Run options given wrong: every problem at once, before anything is submitted."""
+    shutil.copytree(ROOT / "examples", tmp_path / "work" / "examples")
+    session = Session(tmp_path / "work", sample_env(tmp_path))
+    for block in configuration_samples():
+        session.run(steps(block))
+    session.check()
 
 
 def test_the_lint_sample(tmp_path: pathlib.Path) -> None:
