@@ -208,3 +208,12 @@ def test_cuda_visible_devices_are_handed_out_in_role_order(sched: LocalScheduler
 
 def test_validate_accepts_roles_without_resources(sched: LocalScheduler) -> None:
     sched._validate(specs.AppDef("x", roles=[role()]), "local")
+
+
+def test_the_dry_run_prints_the_labels_the_app_keeps(sched: LocalScheduler) -> None:
+    """An app's metadata are its labels (list -l selects by them): the dry run shows them, as docker's does."""
+    app = specs.AppDef("labelled", roles=[role()], metadata={"team": "ml", "torchspec.dev/link.logs": "https://x"})
+    printed = str(sched.submit_dryrun(app, {}))
+    labels = printed.split("  labels (kept in state.json; describe and list -l read them):\n", 1)[1]
+    assert labels.startswith("    team=ml\n    torchspec.dev/link.logs=https://x\n  role trainer:"), printed
+    assert "labels" not in str(sched.submit_dryrun(specs.AppDef("bare", roles=[role()]), {}))

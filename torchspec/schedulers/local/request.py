@@ -180,6 +180,9 @@ class LocalRequest(_Record):
         ]
         if self.index_dir:
             lines.append(f"  linked from: {os.path.join(self.index_dir, self.app_id)}")
+        if self.labels:
+            lines.append("  labels (kept in state.json; describe and list -l read them):")
+            lines += [f"    {key}={value}" for key, value in sorted(self.labels.items())]
         for role in self.roles:
             lines.append(
                 f"  role {role.name}: {len(role.replicas)} replica(s),"
