@@ -347,6 +347,8 @@ def _dockerd() -> tuple[int, list[str], dict[str, str], str, str]:
                 pairs = [a.decode(errors="replace").partition("=") for a in f.read().split(b"\0") if a]
             cwd = os.readlink(f"/proc/{name}/cwd")
             log = os.readlink(f"/proc/{name}/fd/2")
+            if not os.path.isdir(cwd):  # "/tmp/x (deleted)": the folder it was started from is gone
+                cwd = "/"
         except (FileNotFoundError, ProcessLookupError):
             continue  # it ended meanwhile
         except OSError as e:
