@@ -1,10 +1,10 @@
 """MkDocs hooks (``hooks:`` in mkdocs.yml): the reference pages' tables, generated from the code at build time.
 
 A page holds a marker, ``<!-- generated: NAME -->`` or ``<!-- generated: NAME ARG -->`` on a line of its
-own (indented, inside a list item, the Markdown is indented as much), and :func:`on_page_markdown` puts the Markdown that ``GENERATORS[NAME]`` returns (given ARG, such as a
-scheduler's name) in its place, so nothing in those tables is typed by hand. An unknown name fails the
-build. :func:`on_post_build` publishes the JSON Schema at the path its
-``$id`` names (``/schemas/appdef.schema.json``).
+own (indented, inside a list item, the Markdown is indented as much), and :func:`on_page_markdown` puts
+the Markdown that ``GENERATORS[NAME]`` returns (given ARG, such as a scheduler's name) in its place, so
+nothing in those tables is typed by hand. An unknown name fails the build. :func:`on_post_build` publishes
+the JSON Schema at the path its ``$id`` names (``/schemas/appdef.schema.json``).
 
 The generators only read: the lint code catalogue (``torchspec.codes``), the ``ExitCode`` enum, the
 built-in schedulers' ``run_opts()`` (each scheduler is built, no backend is contacted) and the schema.

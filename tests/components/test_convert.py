@@ -136,8 +136,8 @@ def test_a_function_that_refuses_the_markers_gives_a_spec_without_params(tmp_pat
 
 
 def test_the_convert_commands_of_the_components_page_run_as_written(tmp_path: pathlib.Path) -> None:
-    """docs/concepts/components.md's `torchspec convert` block, from the repository root with each -o into a folder of the
-    test's own: the spec it writes is submitted as the page says (here a dry run), with -p nnodes=4."""
+    """docs/concepts/components.md's `torchspec convert` block, from the repository root with each -o into a folder of
+    the test's own: the spec it writes is submitted as the page says (here a dry run), with -p nnodes=4."""
     page = (ROOT / "docs" / "concepts" / "components.md").read_text()
     block = page.split("**From a component to a spec: `torchspec convert`.**", 1)[1]
     lines = block.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()

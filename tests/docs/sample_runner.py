@@ -19,6 +19,7 @@ Two things in a page's sample are not what a run prints byte for byte:
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import pathlib
@@ -29,9 +30,12 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Pattern, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Pattern, Tuple
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+#: an app id's random suffix (`hello-k3x9q2`), wherever it ends (a quote, a path, `,`, `@`), and after
+#: `torchspec-` too (a docker network's name)
+APP_ID = re.compile(r"(?:(?<![\w-])|(?<=torchspec-))(?P<stable>[a-z][a-z0-9]*)-(?P<random>[a-z0-9]{6})(?!\w)")
 SAMPLES = pathlib.Path(__file__).resolve().parent / "samples"
 PROMPT = "$ "
 ELISION = "..."
@@ -185,6 +189,26 @@ class Randoms:
                     + match.group(0)[end - match.start():])
 
         return self.pattern.sub(swap, command)
+
+
+@contextlib.contextmanager
+def examples_session(tmp: pathlib.Path, env: Optional[Dict[str, str]] = None) -> Iterator["Session"]:
+    """A session in ``tmp/work``, which holds a copy of the repository's examples/ (what most pages' commands
+    name), app ids random (:data:`APP_ID`), in ``env`` (default :func:`sample_env`); every local app it leaves
+    running is cancelled at the end."""
+    shutil.copytree(ROOT / "examples", tmp / "work" / "examples")
+    session = Session(tmp / "work", sample_env(tmp) if env is None else env, Randoms(APP_ID))
+    try:
+        yield session
+    finally:
+        cancel_running(session)
+
+
+def run_samples(session: "Session", found: Iterable[Block], timeout: float = 120) -> None:
+    """Run the blocks' commands in order in ``session``, then check that each printed what its page shows."""
+    for block in found:
+        session.run(steps(block), timeout=timeout)
+    session.check()
 
 
 def cancel_running(session: "Session", scheduler: str = "local") -> None:

@@ -30,7 +30,7 @@ from typing import Iterable, List, Optional, Tuple
 
 import pytest
 import yaml
-from sample_runner import ROOT, Block, Session, blocks, named_path, sample_env, samples, steps, write_named
+from sample_runner import ROOT, Block, Session, blocks, named_path, run_samples, sample_env, samples, write_named
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -191,7 +191,5 @@ def test_the_ci_guide_samples(tmp_path: pathlib.Path) -> None:
     written = write_named(blocks(CI_GUIDE), work)
     assert {work / "jobs" / "bad.yaml", work / "jobs" / "sweep.yaml"} <= set(written)
     session = Session(work, sample_env(tmp_path))
-    for block in ci_guide_samples():
-        session.run(steps(block))
-    session.check()
+    run_samples(session, ci_guide_samples())
     assert len(ci_guide_samples()) == 2

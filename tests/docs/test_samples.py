@@ -9,15 +9,14 @@ are every block with a ``$ `` command in README.md and docs/**/*.md, so a new sa
 from __future__ import annotations
 
 import pathlib
-import re
 import shutil
 import subprocess
 from typing import Iterator, List
 
 import pytest
 from k8s_support import Cluster
-from sample_runner import (ROOT, SAMPLES, Block, Randoms, Session, blocks, cancel_running, sample_env, samples, steps,
-                           write_named)
+from sample_runner import (APP_ID, ROOT, SAMPLES, Block, Randoms, Session, blocks, cancel_running, examples_session,
+                           run_samples, sample_env, samples, steps, write_named)
 from test_page_specs import ci_guide_samples
 from test_scheduler_pages import scheduler_page_samples
 from test_site import getting_started_samples
@@ -30,8 +29,6 @@ KUBERNETES = DOCS / "schedulers" / "kubernetes.md"
 GITOPS = DOCS / "guides" / "gitops.md"
 PROVENANCE = DOCS / "guides" / "provenance.md"
 CONFIGURATION = DOCS / "concepts" / "configuration.md"
-# an app id's random suffix: `train-49gvtx` in `local://torchspec/train-49gvtx`, `greedy-4xq2mz` in a Job's name
-APP_ID = re.compile(r"(?<![\w-])(?P<stable>[a-z][a-z0-9]*)-(?P<random>[a-z0-9]{6})(?=[-\s)]|$)")
 
 
 def readme_samples() -> List[Block]:
@@ -84,23 +81,14 @@ def test_the_readme_sample(tmp_path: pathlib.Path) -> None:
     (shown,) = [b for b in blocks(README) if b.info == "yaml"]
     spec = (ROOT / "examples" / "hello.yaml").read_text()
     assert spec[spec.index("name: hello"):] == shown.text
-    shutil.copytree(ROOT / "examples", tmp_path / "work" / "examples")
-    session = Session(tmp_path / "work", sample_env(tmp_path), Randoms(APP_ID))
-    try:
-        for block in readme_samples():
-            session.run(steps(block))
-        session.check()
-    finally:
-        cancel_running(session)
+    with examples_session(tmp_path) as session:
+        run_samples(session, readme_samples())
 
 
 def test_the_configuration_sample(tmp_path: pathlib.Path) -> None:
     """Run options given wrong: every problem at once, before anything is submitted."""
-    shutil.copytree(ROOT / "examples", tmp_path / "work" / "examples")
-    session = Session(tmp_path / "work", sample_env(tmp_path))
-    for block in configuration_samples():
-        session.run(steps(block))
-    session.check()
+    with examples_session(tmp_path) as session:
+        run_samples(session, configuration_samples())
 
 
 def test_the_lint_sample(tmp_path: pathlib.Path) -> None:
@@ -108,9 +96,7 @@ def test_the_lint_sample(tmp_path: pathlib.Path) -> None:
     work = tmp_path / "work"
     write_named(blocks(LINTING), work)
     session = Session(work, sample_env(tmp_path))
-    for block in lint_samples():
-        session.run(steps(block))
-    session.check()
+    run_samples(session, lint_samples())
 
 
 def test_the_kubernetes_server_dry_run_sample(tmp_path: pathlib.Path, k8s_cluster: Cluster) -> None:
@@ -148,9 +134,7 @@ def test_the_diff_samples(tmp_path: pathlib.Path) -> None:
     git(repo, env, "add", "-A")
     git(repo, env, "commit", "-q", "-m", "the pull request")
     session = Session(repo, env)
-    for block in diff_samples():
-        session.run(steps(block))
-    session.check()
+    run_samples(session, diff_samples())
     assert not any(secret in printed for _, printed in session.ran for secret in ("old-wandb-key", "new-wandb-key"))
 
 
@@ -166,9 +150,7 @@ def walkthrough(tmp_path: pathlib.Path) -> Iterator[Session]:
 
 def test_the_gitops_walkthrough(walkthrough: Session) -> None:
     """The section's three blocks, one shell session: a repository, apply, a pull request, its merge."""
-    for block in walkthrough_samples():
-        walkthrough.run(steps(block))
-    walkthrough.check()
+    run_samples(walkthrough, walkthrough_samples())
 
 
 def test_the_provenance_sample(tmp_path: pathlib.Path) -> None:
@@ -182,6 +164,4 @@ def test_the_provenance_sample(tmp_path: pathlib.Path) -> None:
     git(repo, env, "add", "-A")
     git(repo, env, "commit", "-q", "-m", "a job")
     session = Session(repo, env, Randoms(APP_ID))
-    for block in provenance_samples():
-        session.run(steps(block))
-    session.check()
+    run_samples(session, provenance_samples())

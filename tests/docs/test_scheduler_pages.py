@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import pathlib
 import re
-import shutil
 from typing import Dict, Iterator, List
 
 import pytest
-from sample_runner import ROOT, Block, Randoms, Session, blocks, cancel_running, sample_env, samples, steps
+from sample_runner import ROOT, Block, Session, blocks, examples_session, run_samples, sample_env, samples, steps
 
 PAGES = ROOT / "docs" / "schedulers"
 SCHEDULERS = ("local", "docker", "kubernetes", "slurm", "ray")
@@ -26,8 +25,6 @@ FIRST_SECTIONS = ("What it needs", "Try it", "Run options")
 NEEDS_A_CLUSTER = "-c server_dry_run=True"
 #: what points torchspec at a backend; unset, so that the samples print the defaults the pages show
 BACKEND_ADDRESSES = ("DOCKER_HOST", "RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "TORCHSPEC_DASHBOARD_ADDRESS")
-# an app id's random suffix (`hello-k3x9q2`), wherever it ends, and after `torchspec-` too (a docker network)
-APP_ID = re.compile(r"(?:(?<![\w-])|(?<=torchspec-))(?P<stable>[a-z][a-z0-9]*)-(?P<random>[a-z0-9]{6})(?!\w)")
 
 
 def page(scheduler: str) -> pathlib.Path:
@@ -92,18 +89,14 @@ def test_only_the_server_dry_run_is_left_out() -> None:
 def session(tmp_path: pathlib.Path) -> Iterator[Session]:
     """A session in a folder holding a copy of examples/, no backend's address set; every local app it leaves
     running is cancelled."""
-    shutil.copytree(ROOT / "examples", tmp_path / "work" / "examples")
     env = sample_env(tmp_path)
     for name in BACKEND_ADDRESSES:
         env.pop(name, None)
-    started = Session(tmp_path / "work", env, Randoms(APP_ID))
-    yield started
-    cancel_running(started)
+    with examples_session(tmp_path, env) as started:
+        yield started
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
 def test_the_try_it_samples(scheduler: str, session: Session) -> None:
     """The page's commands, in order, in one session: what each prints is what the page shows."""
-    for block in page_samples(scheduler):
-        session.run(steps(block), timeout=60)
-    session.check()
+    run_samples(session, page_samples(scheduler), timeout=60)

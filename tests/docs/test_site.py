@@ -15,18 +15,15 @@ import json
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
-from typing import Dict, Iterator, List
+from typing import Dict, List
 
 import pytest
-from sample_runner import ROOT, Block, Randoms, Session, blocks, cancel_running, sample_env, samples, steps
+from sample_runner import ROOT, Block, blocks, examples_session, run_samples, samples
 
 GETTING_STARTED = ROOT / "docs" / "getting-started.md"
 REQUIRE_ENV = "TORCHSPEC_REQUIRE_DOCS"
-# an app id's random suffix (`hello-k3x9q2`), also where a quote or a path follows it, as in a dry run's command
-APP_ID = re.compile(r"(?<![\w-])(?P<stable>[a-z][a-z0-9]*)-(?P<random>[a-z0-9]{6})(?=[-\s)'/]|$)")
 TOOLS = ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python", "mkdocs_click")
 
 
@@ -163,21 +160,10 @@ def test_the_first_spec_shown_is_examples_hello_yaml() -> None:
     assert spec[spec.index("name: hello"):] == shown.text
 
 
-@pytest.fixture
-def getting_started(tmp_path: pathlib.Path) -> Iterator[Session]:
-    """A session in a folder holding a copy of the repository's examples/, as the page's commands expect; every
-    app it leaves running is cancelled."""
-    shutil.copytree(ROOT / "examples", tmp_path / "work" / "examples")
-    session = Session(tmp_path / "work", sample_env(tmp_path), Randoms(APP_ID))
-    yield session
-    cancel_running(session)
-
-
-def test_the_getting_started_samples(getting_started: Session) -> None:
-    """No mkdocs needed: the page's commands, in order, in one session."""
-    for block in getting_started_samples():
-        getting_started.run(steps(block))
-    getting_started.check()
+def test_the_getting_started_samples(tmp_path: pathlib.Path) -> None:
+    """No mkdocs needed: the page's commands, in order, in one session, from a copy of examples/."""
+    with examples_session(tmp_path) as session:
+        run_samples(session, getting_started_samples())
 
 
 def test_reference_module_is_not_imported_by_the_cli() -> None:

@@ -36,7 +36,8 @@ CARRY_ROWS: Tuple[Tuple[str, str], ...] = (
 
 
 def carry_table() -> str:
-    """What each flavor can and cannot carry, as a markdown table, for docs/schedulers/kubernetes.md (docs/hooks.py puts it there)."""
+    """What each flavor can and cannot carry, as a markdown table, for docs/schedulers/kubernetes.md (docs/hooks.py
+    puts it there)."""
     flavors = list(FLAVOR_TABLE.values())
     lines = ["| | " + " | ".join(f"`{f.name}`" for f in flavors) + " |",
              "| --- |" + " --- |" * len(flavors)]

@@ -163,8 +163,8 @@ def _check_flavor_options(cfg: Mapping[str, CfgVal], flavor: str) -> None:
 
 
 def run_options_table() -> str:
-    """The run options as a markdown table, for docs/schedulers/kubernetes.md (docs/hooks.py puts it there): each option's type, default,
-    the flavors that take it, and its help."""
+    """The run options as a markdown table, for docs/schedulers/kubernetes.md (docs/hooks.py puts it there):
+    each option's type, default, the flavors that take it, and its help."""
     lines = ["| option | type | default | flavors | what it does |", "| --- | --- | --- | --- | --- |"]
     for name, opt in kubernetes_run_opts():
         takers = [f.name for f in FLAVOR_TABLE.values() if name not in FLAVOR_OPTIONS or name in f.takes]
