@@ -13,6 +13,9 @@ import pytest
 
 import docker_support
 
+#: suite_plan: the suite's order (tests that need the real Kubernetes cluster last) and its time budget
+pytest_plugins = ["suite_plan"]
+
 
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[Any]:

@@ -14,6 +14,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Iterator, List, Optional
@@ -26,6 +27,12 @@ DIR_ENV = "TORCHSPEC_K8S_DIR"
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "k8s-cluster"
 HOW = "start one with `eval \"$(scripts/k8s-cluster up)\"` (as root), or run `bash scripts/test`"
+#: Set by scripts/test when it starts the cluster in the background: the file its exit code is written to.
+UP_RC_ENV = "TORCHSPEC_K8S_UP_RC"
+UP_LOG_ENV = "TORCHSPEC_K8S_UP_LOG"
+#: How long a test waits for that start: a cold one builds the binaries (~25 min on 2 cores, longer while
+#: the other tests take the CPU first).
+UP_WAIT_S = float(os.environ.get("TORCHSPEC_K8S_UP_WAIT", "3600"))
 
 
 def default_dir() -> str:
@@ -103,11 +110,35 @@ class Cluster:
         self.namespaces.clear()
 
 
+def background_start_problem(rc_file: str, log_file: str, wait_s: float = UP_WAIT_S) -> str:
+    """Wait for scripts/test's background ``up`` to end; why it failed, or "" once it succeeded.
+
+    The tests that need the cluster are ordered last (tests/conftest.py), so
+    by then the build has usually ended; the first of them waits for the rest.
+    """
+    deadline = time.monotonic() + wait_s
+    while not os.path.exists(rc_file):
+        if time.monotonic() > deadline:
+            return f"scripts/k8s-cluster up, started in the background, had not ended after {wait_s:.0f} s (log: {log_file})"
+        time.sleep(2)
+    rc = pathlib.Path(rc_file).read_text().strip()
+    if rc == "0":
+        return ""
+    try:
+        tail = pathlib.Path(log_file).read_text(errors="replace")[-1500:]
+    except OSError:
+        tail = "(no log)"
+    return f"scripts/k8s-cluster up, started in the background, exited {rc}; the end of {log_file}:\n{tail}"
+
+
 def cluster_or_skip() -> Cluster:
     """The real cluster; skips the test (fails it under TORCHSPEC_REQUIRE_K8S=1) when none answers."""
     kubeconfig = kubeconfig_path()
     cluster_dir = os.environ.get(DIR_ENV) or os.path.dirname(kubeconfig)
-    problem = cluster_problem(kubeconfig, cluster_dir)
+    problem = ""
+    if os.environ.get(UP_RC_ENV):
+        problem = background_start_problem(os.environ[UP_RC_ENV], os.environ.get(UP_LOG_ENV, "(unknown)"))
+    problem = problem or cluster_problem(kubeconfig, cluster_dir)
     if problem:
         if os.environ.get(REQUIRE_ENV) == "1":
             pytest.fail(f"{REQUIRE_ENV}=1 but {problem}; {HOW}")

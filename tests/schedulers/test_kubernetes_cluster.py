@@ -37,6 +37,9 @@ from apiserver import FakeApiServer  # noqa: E402
 from k8s_support import Cluster  # noqa: E402
 from node import FakeNode  # noqa: E402
 
+#: some tests here use the real cluster through request.getfixturevalue: run them with the cluster's (last)
+pytestmark = pytest.mark.k8s_cluster
+
 #: the test image's tag on the node: not ``latest``, whose pull policy (Always) would reach for a registry
 K8S_IMAGE = "torchspec-test/busybox:k8s"
 

@@ -19,6 +19,9 @@ import pytest
 from test_kubernetes_cluster import Target, status, torchspec, wait_state, write_spec  # noqa: F401
 from test_kubernetes_cluster import env, k8s_image, real  # noqa: F401 - fixtures
 
+#: every test here runs on the real cluster (through the `real` fixture): run them with the cluster's (last)
+pytestmark = pytest.mark.k8s_cluster
+
 pytest.importorskip("kubernetes")
 
 

@@ -32,6 +32,9 @@ from apiserver import FakeApiServer  # noqa: E402
 
 from torchspec.schedulers.kubernetes.origin import parse_field, place, spec_path  # noqa: E402
 
+#: some tests here use the real cluster through request.getfixturevalue: run them with the cluster's (last)
+pytestmark = pytest.mark.k8s_cluster
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 VALID = """\

@@ -25,6 +25,9 @@ from process_support import processes_with_env
 from test_kubernetes_cluster import k8s_image  # noqa: F401 - the fixture that puts the test image on the node
 from torchspec.schedulers.replicas import ENV_APP_ID
 
+#: some tests here use the real cluster through request.getfixturevalue: run them with the cluster's (last)
+pytestmark = pytest.mark.k8s_cluster
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 APPS = int(os.environ.get("TORCHSPEC_LOAD_APPS", "50"))
 #: The most any phase (N commands at once) may take, and the end of every app after the cancels.
