@@ -93,7 +93,7 @@ def example_apps(path: pathlib.Path) -> List[specs.AppDef]:
     try:
         apps = load_apps(str(path), EXAMPLE_PARAMS.get(path.name))
     except ParamError as e:
-        pytest.skip(f"{path.name} needs params without defaults: {e}")
+        pytest.fail(f"{path.name} needs params without defaults ({e}): give them in EXAMPLE_PARAMS")
     for app in apps:
         for r in app.roles:
             if is_folder_image(r.image):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 
 import pytest
+import skips
 
 from torchspec import specs
 from torchspec.errors import BackendError
@@ -182,8 +184,8 @@ def test_missing_commands_are_a_backend_error(img, monkeypatch) -> None:
 
 
 def test_unanswering_controller_is_a_backend_error(img, tmp_path, monkeypatch) -> None:
-    if subprocess.run(["which", "sbatch"], capture_output=True).returncode != 0:
-        pytest.skip("sbatch is not installed")
+    if shutil.which("sbatch") is None:
+        skips.skip_or_fail("SLURM", "sbatch is not installed (apt-get install slurm-client)")
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=x\nSlurmctldHost=localhost\nSlurmctldPort=1\nMessageTimeout=1\n"
                     "NodeName=n1 CPUs=1\nPartitionName=p Nodes=n1 Default=YES\n")

@@ -1,0 +1,188 @@
+"""What a run of the suite may skip, and what it says at its end (loaded by tests/conftest.py).
+
+Under ``CI=true`` a skip is a failure: a green CI must mean every test ran and could have failed. That covers
+every kind of skip: ``pytest.skip`` in a test or fixture, a ``skipif`` marker, ``pytest.importorskip`` and a
+module skipped at import (which becomes one failing item, so the rest of the run still runs). The one way out
+is a reason CI cannot provide by its nature, named by ``@pytest.mark.allowed_skip("gpu")`` from the short
+``ALLOWED`` list; the list and how many tests used it are printed at the end of every run.
+
+The run's last lines (before pytest's own) count the tests that ran, skipped (with their reasons) and failed,
+per engine, so a run that quietly lost the docker tests shows it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Dict, Generator, List, Optional, Tuple
+
+import pytest
+
+#: Reasons CI cannot provide by nature: a test may skip for one of these in CI too.
+ALLOWED = {
+    "gpu": "CI machines have no GPU",
+}
+
+#: Engines by test path, first match wins; "other" is everything else.
+ENGINES: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
+    ("browser", ("tests/ui/test_browser.py",)),
+    ("docker", ("tests/schedulers/test_docker", "tests/test_docker_support.py")),
+    ("slurm", ("tests/schedulers/slurm/",)),
+    ("kubernetes", ("tests/schedulers/test_kubernetes", "tests/kube/", "tests/gitops/test_apply_lease.py")),
+    ("ray", ("tests/schedulers/ray/",)),
+)
+ORDER = [name for name, _ in ENGINES] + ["other"]
+RANK = {"passed": 0, "skipped": 1, "failed": 2}
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI") == "true"
+
+
+def engine_of(nodeid: str) -> str:
+    """The engine a test belongs to, by its path (tests/ relative to the root, as pytest names it)."""
+    path = nodeid.split("::")[0]
+    if not path.startswith("tests/"):
+        path = "tests/" + path.split("tests/", 1)[-1]
+    for name, prefixes in ENGINES:
+        if path.startswith(prefixes):
+            return name
+    return "other"
+
+
+def allowed_reason(item: pytest.Item) -> Optional[str]:
+    """The allowed reason the test is marked with; a reason not in ALLOWED is a usage error."""
+    marker = item.get_closest_marker("allowed_skip")
+    if marker is None:
+        return None
+    reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "")
+    if reason not in ALLOWED:
+        raise pytest.UsageError(f"{item.nodeid}: allowed_skip({reason!r}) names no allowed reason; the list: "
+                                f"{', '.join(ALLOWED)} (tests/run_policy.py)")
+    return reason
+
+
+def skip_reason(report: Any) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def one_line(text: str, width: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+@dataclass
+class Tally:
+    """What each test came to: one outcome per node id (failed if any phase failed)."""
+
+    outcomes: Dict[str, str] = field(default_factory=dict)
+    skips: Dict[str, str] = field(default_factory=dict)
+    allowed: Counter = field(default_factory=Counter)
+
+    def record(self, nodeid: str, outcome: str, reason: str = "") -> None:
+        """Keep the worst outcome of a test's phases: failed over skipped over passed."""
+        if RANK[outcome] >= RANK[self.outcomes.get(nodeid, "passed")]:
+            self.outcomes[nodeid] = outcome
+        if outcome == "skipped":
+            self.skips[nodeid] = reason
+
+    def lines(self) -> List[str]:
+        counts: Dict[str, Counter] = defaultdict(Counter)
+        reasons: Dict[str, Counter] = defaultdict(Counter)
+        for nodeid, outcome in self.outcomes.items():
+            engine = engine_of(nodeid)
+            counts[engine][outcome] += 1
+            if outcome == "skipped":
+                reasons[engine][self.skips.get(nodeid, "")] += 1
+        out = [f"{'engine':<11} {'ran':>5} {'passed':>7} {'failed':>7} {'skipped':>8}"]
+        for engine in ORDER:
+            c = counts[engine]
+            out.append(f"{engine:<11} {c['passed'] + c['failed']:>5} {c['passed']:>7} {c['failed']:>7} "
+                       f"{c['skipped']:>8}")
+            for reason, n in reasons[engine].most_common():
+                out.append(f"    skipped {n}: {one_line(reason)}")
+        allowed = ", ".join(f"{key} ({why}): {self.allowed[key]}" for key, why in ALLOWED.items())
+        out.append(f"skips CI allows (@pytest.mark.allowed_skip, {len(ALLOWED)} reason): {allowed}")
+        return out
+
+
+TALLY = pytest.StashKey[Tally]()
+#: The run's config, for the collect report hook, which is not given it.
+_CONFIG: List[pytest.Config] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "allowed_skip(reason): this test may skip under CI=true, for a reason "
+                                       f"CI cannot provide by nature, one of: {', '.join(ALLOWED)}")
+    config.stash[TALLY] = Tally()
+    _CONFIG[:] = [config]
+
+
+class SkippedAtCollection(pytest.Item):
+    """Stands for a module (or class) that skipped as it was collected, so that CI counts it as a failure."""
+
+    def __init__(self, *, reason: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.reason = reason
+
+    def runtest(self) -> None:
+        pytest.fail(f"skipped under CI=true, where a skip is a failure: {self.reason} (the whole file skipped as "
+                    f"it was collected; CI allows only: {', '.join(ALLOWED)})", pytrace=False)
+
+    def reportinfo(self) -> Tuple[Any, Optional[int], str]:
+        return self.path, None, f"{self.name}: {self.reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    if not (in_ci() and report.skipped) or isinstance(collector, pytest.Session):
+        return
+    reason = skip_reason(report)
+    item = SkippedAtCollection.from_parent(collector, name="[skipped at collection]", reason=reason)
+    outcome.force_result(pytest.CollectReport(report.nodeid, "passed", None, [item]))
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """A module skipped at collection outside CI: counted as one skipped entry under its path."""
+    if report.skipped and _CONFIG:
+        _CONFIG[0].stash[TALLY].record(report.nodeid, "skipped", skip_reason(report))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    tally = item.config.stash[TALLY]
+    if report.skipped:
+        reason = skip_reason(report) if not hasattr(report, "wasxfail") else f"xfail: {report.wasxfail}"
+        allowed = allowed_reason(item)
+        if in_ci() and allowed is None:
+            report.outcome = "failed"
+            report.longrepr = (f"skipped under CI=true, where a skip is a failure: {reason}\n(mark the test "
+                               f"@pytest.mark.allowed_skip(REASON) only for a reason CI cannot provide by nature: "
+                               f"{', '.join(ALLOWED)})")
+            if hasattr(report, "wasxfail"):
+                del report.wasxfail
+        elif allowed is not None:
+            tally.allowed[allowed] += 1
+            reason = f"{reason} [allowed: {allowed}]"
+        if report.skipped:
+            tally.record(item.nodeid, "skipped", reason)
+            return
+    tally.record(item.nodeid, "failed" if report.failed else "passed")
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter: Any) -> Generator[None, None, None]:
+    yield  # after pytest's own short summary, so these are the last lines before its final count
+    lines = terminalreporter.config.stash[TALLY].lines()
+    terminalreporter.write_sep("=", "tests per engine" + (" (CI=true: a skip is a failure)" if in_ci() else ""))
+    for line in lines:
+        terminalreporter.write_line(line)
+
