@@ -33,8 +33,7 @@ import threading
 import time
 from typing import Any, Iterator, NoReturn
 
-import pytest
-
+import skips
 from process_support import alive, wait_gone
 
 # Containers and networks the docker scheduler creates carry this label (value: the app id).
@@ -54,16 +53,9 @@ _HINT = ("start one (see setup_docker in scripts/test: as root it installs and s
          "or set DOCKER_HOST to a running engine")
 
 
-def docker_required() -> bool:
-    """True when a missing engine must fail the tests rather than skip them (CI)."""
-    return os.environ.get("TORCHSPEC_REQUIRE_DOCKER") == "1"
-
-
 def skip_or_fail(reason: str) -> NoReturn:
-    """Skip the test, or fail it when TORCHSPEC_REQUIRE_DOCKER=1."""
-    if docker_required():
-        pytest.fail(f"{reason} (TORCHSPEC_REQUIRE_DOCKER=1, so this fails rather than skips)", pytrace=False)
-    pytest.skip(reason)
+    """Skip the test, or fail it where a Docker engine is required (TORCHSPEC_REQUIRE_DOCKER=1, or CI)."""
+    skips.skip_or_fail("DOCKER", reason)
 
 
 def engine_or_skip() -> Any:
@@ -333,7 +325,7 @@ _CONTAINERD_PID = "/var/run/docker/containerd/containerd.pid"
 def _dockerd() -> tuple[int, list[str], dict[str, str], str, str]:
     """(pid, argv, environment, working folder, log file) of this machine's dockerd; skips without one we may stop."""
     if os.environ.get("DOCKER_HOST", "unix://").split("://")[0] != "unix":
-        pytest.skip("the engine is not on this machine (DOCKER_HOST), so this test cannot stop and start it")
+        skip_or_fail("the engine is not on this machine (DOCKER_HOST), so this test cannot stop and start it")
     for name in os.listdir("/proc"):
         if not name.isdigit() or not alive(int(name)):
             continue
@@ -352,9 +344,9 @@ def _dockerd() -> tuple[int, list[str], dict[str, str], str, str]:
         except (FileNotFoundError, ProcessLookupError):
             continue  # it ended meanwhile
         except OSError as e:
-            pytest.skip(f"cannot read dockerd's process {name} ({e}): this test needs to stop and start it (root)")
+            skip_or_fail(f"cannot read dockerd's process {name} ({e}): this test needs to stop and start it (root)")
         return int(name), argv, {k: v for k, _, v in pairs}, cwd, log if os.path.isfile(log) else DOCKERD_LOG
-    pytest.skip("no dockerd process on this machine (a remote engine, Docker Desktop): this test stops and starts it")
+    skip_or_fail("no dockerd process on this machine (a remote engine, Docker Desktop): this test stops and starts it")
 
 
 def _start_dockerd(argv: list[str], env: dict[str, str], cwd: str, log: str) -> subprocess.Popen[bytes]:

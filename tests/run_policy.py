@@ -13,6 +13,7 @@ per engine, so a run that quietly lost the docker tests shows it.
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Dict, Generator, List, Optional, Tuple
@@ -24,15 +25,25 @@ ALLOWED = {
     "gpu": "CI machines have no GPU",
 }
 
-#: Engines by test path, first match wins; "other" is everything else.
+#: Engines by test path, first match wins; then by the engine fixture a test used, named or asked for while it
+#: ran (k8s_cluster first, whose image comes through docker: kubernetes means the real cluster, the API
+#: stand-in's tests are "other"); then the parameter of the tests that name their engine or target in it;
+#: "other" is everything else.
 ENGINES: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("browser", ("tests/ui/test_browser.py",)),
     ("docker", ("tests/schedulers/test_docker", "tests/test_docker_support.py")),
     ("slurm", ("tests/schedulers/slurm/",)),
-    ("kubernetes", ("tests/schedulers/test_kubernetes", "tests/kube/", "tests/gitops/test_apply_lease.py")),
     ("ray", ("tests/schedulers/ray/",)),
 )
-ORDER = [name for name, _ in ENGINES] + ["other"]
+ENGINE_FIXTURES = (("k8s_cluster", "kubernetes"), ("docker_client", "docker"), ("slurm_jobs", "slurm"),
+                   ("ray_cluster", "ray"))
+#: path: {the parameter's first part: engine}; the ids of a test that a skip at setup leaves unnamed otherwise
+BY_PARAMETER = {
+    "tests/schedulers/test_load.py": {"docker": "docker", "kubernetes": "kubernetes", "slurm": "slurm",
+                                      "ray": "ray"},
+    "tests/schedulers/test_kubernetes_cluster.py": {"real": "kubernetes"},
+}
+ORDER = ["browser", "docker", "slurm", "kubernetes", "ray", "other"]
 RANK = {"passed": 0, "skipped": 1, "failed": 2}
 
 
@@ -48,6 +59,24 @@ def engine_of(nodeid: str) -> str:
     for name, prefixes in ENGINES:
         if path.startswith(prefixes):
             return name
+    return "other"
+
+
+def engine_of_item(item: pytest.Item) -> str:
+    engine = engine_of(item.nodeid)
+    if engine != "other":
+        return engine
+    # the fixtures it names, and those it asked for while it ran (request.getfixturevalue): pytest keeps those
+    # only on the item's request (private, hence the fallback)
+    names = set(getattr(item, "fixturenames", ())) | set(getattr(getattr(item, "_request", None),
+                                                                 "_fixture_defs", {}))
+    for fixture, name in ENGINE_FIXTURES:
+        if fixture in names:
+            return name
+    path, _, rest = item.nodeid.partition("::")
+    if path in BY_PARAMETER and rest.endswith("]"):
+        first = re.split(r"[-\]]", rest.rsplit("[", 1)[-1])[0]
+        return BY_PARAMETER[path].get(first, "other")
     return "other"
 
 
@@ -80,11 +109,15 @@ class Tally:
     """What each test came to: one outcome per node id (failed if any phase failed)."""
 
     outcomes: Dict[str, str] = field(default_factory=dict)
+    engines: Dict[str, str] = field(default_factory=dict)
     skips: Dict[str, str] = field(default_factory=dict)
     allowed: Counter = field(default_factory=Counter)
 
-    def record(self, nodeid: str, outcome: str, reason: str = "") -> None:
-        """Keep the worst outcome of a test's phases: failed over skipped over passed."""
+    def record(self, nodeid: str, engine: str, outcome: str, reason: str = "") -> None:
+        """Keep the worst outcome of a test's phases (failed over skipped over passed), and the engine a phase
+        found (teardown knows every fixture the test asked for)."""
+        if engine != "other" or nodeid not in self.engines:
+            self.engines[nodeid] = engine
         if RANK[outcome] >= RANK[self.outcomes.get(nodeid, "passed")]:
             self.outcomes[nodeid] = outcome
         if outcome == "skipped":
@@ -94,7 +127,7 @@ class Tally:
         counts: Dict[str, Counter] = defaultdict(Counter)
         reasons: Dict[str, Counter] = defaultdict(Counter)
         for nodeid, outcome in self.outcomes.items():
-            engine = engine_of(nodeid)
+            engine = self.engines[nodeid]
             counts[engine][outcome] += 1
             if outcome == "skipped":
                 reasons[engine][self.skips.get(nodeid, "")] += 1
@@ -151,7 +184,7 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, A
 def pytest_collectreport(report: pytest.CollectReport) -> None:
     """A module skipped at collection outside CI: counted as one skipped entry under its path."""
     if report.skipped and _CONFIG:
-        _CONFIG[0].stash[TALLY].record(report.nodeid, "skipped", skip_reason(report))
+        _CONFIG[0].stash[TALLY].record(report.nodeid, engine_of(report.nodeid), "skipped", skip_reason(report))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -173,9 +206,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Gener
             tally.allowed[allowed] += 1
             reason = f"{reason} [allowed: {allowed}]"
         if report.skipped:
-            tally.record(item.nodeid, "skipped", reason)
+            tally.record(item.nodeid, engine_of_item(item), "skipped", reason)
             return
-    tally.record(item.nodeid, "failed" if report.failed else "passed")
+    tally.record(item.nodeid, engine_of_item(item), "failed" if report.failed else "passed")
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

@@ -13,9 +13,8 @@ import subprocess
 import time
 from typing import Any, Iterable, List
 
-import pytest
+import skips
 
-REQUIRE_ENV = "TORCHSPEC_REQUIRE_SLURM"
 HOW = "start one with `eval \"$(scripts/slurm-cluster start --nodes 3)\"` (as root), or run `bash scripts/test`"
 
 
@@ -39,11 +38,8 @@ def cluster_problem() -> str:
 def cluster_or_skip() -> None:
     """Skip the test (fail it under TORCHSPEC_REQUIRE_SLURM=1) unless a Slurm cluster answers."""
     problem = cluster_problem()
-    if not problem:
-        return
-    if os.environ.get(REQUIRE_ENV) == "1":
-        pytest.fail(f"{REQUIRE_ENV}=1 but {problem}; {HOW}")
-    pytest.skip(f"{problem}; {HOW}")
+    if problem:
+        skips.skip_or_fail("SLURM", f"{problem}; {HOW}")
 
 
 def live_jobs(job_ids: Iterable[str]) -> List[str]:

@@ -46,6 +46,7 @@ def test_is_static_elf_looks_for_an_interpreter(tmp_path) -> None:
 @pytest.mark.parametrize("required", [False, True])
 def test_no_engine_skips_or_fails(monkeypatch, tmp_path, required: bool) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
+    monkeypatch.delenv("CI", raising=False)  # where every requirement holds
     if required:
         monkeypatch.setenv("TORCHSPEC_REQUIRE_DOCKER", "1")
     else:
@@ -165,6 +166,7 @@ def test_without_a_static_busybox_an_existing_image_still_serves(docker_client, 
     """A remote engine or a Mac: nothing here to build from, but an image of the recipe built elsewhere will do."""
     monkeypatch.setattr(docker_support, "find_static_busybox", lambda: (None, "no busybox here"))
     monkeypatch.delenv("TORCHSPEC_REQUIRE_DOCKER", raising=False)
+    monkeypatch.delenv("CI", raising=False)
     assert docker_support.ensure_busybox_image(docker_client, busybox_image) == busybox_image
     with pytest.raises(pytest.skip.Exception, match="cannot build the test image .*: no busybox here"):
         docker_support.ensure_busybox_image(docker_client, f"torchspec-test/busybox-none:{uuid.uuid4().hex[:10]}")

@@ -132,8 +132,8 @@ def test_outside_ci_skips_skip_and_are_listed_with_their_reasons(tmp_path) -> No
     ("tests/schedulers/test_docker_cli.py::test_x", "docker"),
     ("tests/test_docker_support.py::test_x", "docker"),
     ("tests/schedulers/slurm/test_slurm_cluster.py::test_x[a]", "slurm"),
-    ("tests/schedulers/test_kubernetes_cluster.py::test_x", "kubernetes"),
-    ("tests/kube/test_lease.py::test_x", "kubernetes"),
+    ("tests/schedulers/test_kubernetes_cluster.py::test_x", "other"),  # by fixture or parameter: not the path
+    ("tests/kube/test_lease.py::test_x", "other"),
     ("tests/schedulers/ray/test_ray_driver.py::test_x", "ray"),
     ("tests/ui/test_browser.py::test_x", "browser"),
     ("tests/ui/test_app.py::test_x", "other"),
@@ -141,6 +141,46 @@ def test_outside_ci_skips_skip_and_are_listed_with_their_reasons(tmp_path) -> No
 ])
 def test_engines_by_path(nodeid: str, engine: str) -> None:
     assert run_policy.engine_of(nodeid) == engine
+
+
+def test_engines_by_fixture_then_by_the_load_tests_parameter(tmp_path) -> None:
+    """A test outside the engines' paths counts for the engine whose fixture it uses (named, or asked for while
+    it ran); test_load's for the engine its parameter names."""
+    text = '''
+import pytest
+
+@pytest.fixture
+def docker_client():
+    return None
+
+@pytest.fixture
+def k8s_cluster(docker_client):
+    return None
+
+@pytest.fixture
+def target(request):
+    return request.getfixturevalue("k8s_cluster")
+
+def test_docker(docker_client):
+    pass
+
+def test_kubernetes(k8s_cluster):
+    pass
+
+def test_kubernetes_asked_for(target):
+    pass
+
+@pytest.mark.parametrize("engine", ["local", "slurm"])
+def test_load(engine):
+    pass
+'''
+    (tmp_path / "tests" / "schedulers").mkdir(parents=True)
+    r = run(tmp_path, {"tests/test_mixed.py": text, "tests/schedulers/test_load.py": text}, ci="true")
+    # test_mixed: docker, kubernetes twice, two others; test_load: the same, but its [slurm] is slurm's
+    assert r.returncode == 0, r.stdout + r.stderr
+    counts = {line.split()[0]: line.split()[1:] for line in summary(r.stdout)[2:8]}
+    assert counts == {"browser": ["0"] * 4, "docker": ["2", "2", "0", "0"], "slurm": ["1", "1", "0", "0"],
+                      "kubernetes": ["4", "4", "0", "0"], "ray": ["0"] * 4, "other": ["3", "3", "0", "0"]}
 
 
 @pytest.mark.parametrize("switch, ci, outcome", [

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,25 @@ def test_the_committed_example_is_what_the_scaffold_writes_now(tmp_path: Path) -
     assert committed_files(written) == committed_files(EXAMPLE)
     assert {"pyproject.toml", "README.md", "torchspec_example/scheduler.py", "tests/test_example.py"} \
         <= set(committed_files(EXAMPLE))
+
+
+def swap_name(text: str, name: str, camel: str) -> str:
+    """The example's text as the scaffold should write it for ``name``: each of the example's own names (the
+    word ``example``, ``torchspec_example``/``torchspec-example``, ``test_example``, ``ExampleScheduler``...)
+    with ``name`` (``camel`` in class names); ``examples/`` and other words that hold it are left alone."""
+    return re.sub(r"\bexample\b|(?<=torchspec[_-])example|(?<=test_)example|Example(?=Scheduler)",
+                  lambda m: camel if m.group(0) == "Example" else name, text)
+
+
+@pytest.mark.parametrize("name, camel", [("batch_q", "BatchQ"), ("zeta", "Zeta")])
+def test_another_name_gets_the_example_with_its_names_swapped(name: str, camel: str) -> None:
+    """The expected package derived from the committed example (which the slow test below installs and runs),
+    not from the scaffold: only the names differ from one package to another."""
+    example = {path: data.decode() for path, data in committed_files(EXAMPLE).items()}
+    expected = {swap_name(path, name, camel): swap_name(text, name, camel) for path, text in example.items()}
+    assert render_scheduler_package(name) == expected
+    assert f"class {camel}Scheduler" in expected[f"torchspec_{name}/scheduler.py"]
+    assert "examples/hello.yaml" in expected["README.md"]  # a word that holds the name, left alone
 
 
 @pytest.mark.parametrize("name", ["example", "batch_q"])

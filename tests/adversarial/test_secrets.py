@@ -172,7 +172,6 @@ def test_slurm(env: Env, slurm_jobs: List[str]) -> None:
 @pytest.fixture
 def cluster(tmp_path: pathlib.Path) -> Iterator[str]:
     """The kubeconfig of a fake API server (tests/kube), for the CLI to submit to and describe from."""
-    pytest.importorskip("kubernetes")
     sys.path.insert(0, str(ROOT / "tests" / "kube"))
     from apiserver import FakeApiServer
 

@@ -23,6 +23,7 @@ import sys
 from typing import Any, Callable, Dict, List
 
 import pytest
+import skips
 import slurm_support
 
 from torchspec import specs
@@ -44,6 +45,11 @@ RECEIVED = ["--msg", "a b $HOME ;& 'q\" $(TORCHSPEC_NAMESPACE) $$ 0", ""]
 #: the script torchrun runs: its name and argv, one repr per line so that nothing in them can fake a line
 PROBE = "import os, sys\nprint('RAN', repr(os.path.basename(__file__)), repr(sys.argv[1:]), flush=True)\n"
 HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def need_torch() -> None:
+    if not HAS_TORCH:
+        skips.skip_or_fail("TORCH", "torch is not installed (bash scripts/test installs torch==2.13.0)")
 
 
 def ddp_app(image: str, j: str = "1x1") -> specs.AppDef:
@@ -99,8 +105,8 @@ def test_the_cli_dry_runs_a_script_with_a_space(tmp_path: pathlib.Path) -> None:
 # ---------------------------------------------------------------- local: submit --wait, for real
 
 
-@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (bash scripts/test installs torch==2.13.0)")
 def test_local_runs_the_script(tmp_path: pathlib.Path) -> None:
+    need_torch()
     folder = image_folder(tmp_path)
     env = {**os.environ, "TORCHSPEC_HOME": str(tmp_path / "home"), "NO_COLOR": "1", "PYTHONPATH": str(ROOT)}
     command = [str(EXE)] if EXE.exists() else [sys.executable, "-m", "torchspec"]
@@ -164,8 +170,8 @@ def test_docker_runs_the_line_in_a_container(tmp_path: pathlib.Path, busybox_ima
 # ---------------------------------------------------------------- slurm: a real sbatch script
 
 
-@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (bash scripts/test installs torch==2.13.0)")
 def test_slurm_runs_the_script(slurm_jobs: list, tmp_path: pathlib.Path) -> None:
+    need_torch()
     from torchspec.schedulers.slurm.scheduler import SlurmScheduler
 
     folder = image_folder(tmp_path)

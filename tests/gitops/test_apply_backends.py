@@ -91,7 +91,6 @@ def test_slurm_keeps_the_labels_in_the_comment(slurm_ws: Workspace) -> None:
 
 @pytest.fixture
 def kube_ws(tmp_path: pathlib.Path) -> Iterator[Workspace]:
-    pytest.importorskip("kubernetes")
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "kube"))
     from apiserver import FakeApiServer
 

@@ -25,7 +25,7 @@ def kubeconfig(apiserver: FakeApiServer, tmp_path: Path) -> str:
 @pytest.fixture
 def api_client(kubeconfig: str) -> Iterator["kubernetes.client.ApiClient"]:  # noqa: F821 - imported lazily
     """The real client, configured only by the kubeconfig file, as the scheduler will be."""
-    kubernetes = pytest.importorskip("kubernetes")
+    import kubernetes
     client = kubernetes.config.new_client_from_config(config_file=kubeconfig)
     yield client
     client.close()

@@ -12,14 +12,14 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
+import kubernetes
 import pytest
+import urllib3
 
 from apiserver import FakeApiServer, rfc3339_nano
 
-kubernetes = pytest.importorskip("kubernetes")
 client = kubernetes.client
 ApiException = kubernetes.client.ApiException
-urllib3 = pytest.importorskip("urllib3")
 # Resolved at import: the client loads its API modules lazily (CoreV1Api alone takes 1-2 s on a 2-core
 # machine), which would otherwise land in whichever test touches them first.
 CoreV1Api, BatchV1Api, CustomObjectsApi = client.CoreV1Api, client.BatchV1Api, client.CustomObjectsApi

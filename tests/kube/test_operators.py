@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
-import pytest
+import jsonschema
 import yaml
 
 from apiserver import FakeApiServer
@@ -13,8 +13,6 @@ from operators import PYTORCHJOB_API, RUNTIME_API, TORCH_DISTRIBUTED, TRAINJOB_A
 from torchspec import specs
 from torchspec.schedulers.kubernetes.translate import app_to_request
 from torchspec.schedulers.kubernetes.validate import BUNDLED_CRDS, crd_schema
-
-jsonschema = pytest.importorskip("jsonschema")
 
 HERE = pathlib.Path(__file__).resolve().parent
 NS = "default"

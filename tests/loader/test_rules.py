@@ -324,13 +324,13 @@ def test_ts505_valid_names(name: str) -> None:
 
 
 # ---------------------------------------------------------------- TS506 unknown-named-resource
-# Needs torchspec.specs.named_resources (named_resources: a mapping of registered names), written
-# by another helper; these tests expect that API and are skipped until the module exists.
+# The registry of named resources: torchspec.specs.named_resources.named_resources, a mapping of the names.
 
 
 def test_ts506_typo_gets_did_you_mean() -> None:
-    registry = pytest.importorskip("torchspec.specs.named_resources")
-    assert "aws_p3.8xlarge" in registry.named_resources
+    from torchspec.specs.named_resources import named_resources
+
+    assert "aws_p3.8xlarge" in named_resources
     doc = make(one_role(resource="aws_p3.8xlage"), {("roles", 0, "resource"): (6, 15)})
     d = only(check(doc), "TS506")
     assert d.path == "roles[0].resource"
@@ -340,15 +340,15 @@ def test_ts506_typo_gets_did_you_mean() -> None:
 
 
 def test_ts506_registered_names_are_fine() -> None:
-    registry = pytest.importorskip("torchspec.specs.named_resources")
-    names = list(registry.named_resources)
+    from torchspec.specs.named_resources import named_resources
+
+    names = list(named_resources)
     assert names
     for name in names:
         assert check(make(one_role(resource=name))) == [], name
 
 
 def test_ts506_far_off_name_lists_registered_names() -> None:
-    pytest.importorskip("torchspec.specs.named_resources")
     d = only(check(make(one_role(resource="zzzzzzzz"))), "TS506")
     assert "mapping" in (d.hint or "")
 

@@ -30,8 +30,6 @@ LOCAL_EXAMPLES = ("hello.json", "hello.toml", "hello.yaml", "trainer_ps_reader.y
 #: Examples whose required params (none today) must be passed to dry-run them.
 EXAMPLE_PARAMS: dict[str, dict[str, str]] = {}
 
-kubernetes_validate = pytest.importorskip("kubernetes_validate")
-
 
 def lint(tmp_path: pathlib.Path, text: str, **options: Any) -> tuple[LintResult, str]:
     spec = tmp_path / "spec.yaml"

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -26,7 +28,6 @@ from test_docker_cli import (  # noqa: F401 - env: the fixture
     USAGE,
     Env,
     app_id,
-    communicate,
     containers,
     env,
     eventually,
@@ -78,6 +79,39 @@ def test_an_engine_that_does_not_answer_is_said_in_words(tmp_path: Any) -> None:
             assert said.startswith(words) and "Error(" not in said and "aborted" not in said, said
 
 
+class Waiter:
+    """``torchspec wait HANDLE`` with its stderr read as it comes: off a terminal it prints each state it reads
+    there, so its first line says it has read the app's status once, and is waiting."""
+
+    def __init__(self, env: Env, handle: str) -> None:
+        self.proc = env.popen("wait", handle)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def err(self) -> str:
+        return "".join(self.lines)
+
+    def end(self, timeout: float) -> tuple[str, str]:
+        """stdout and stderr once it ends by itself; killed (and the test failed) if it does not."""
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail(f"still waiting after {timeout}s; printed:\n{self.err()}")
+        assert self.proc.stdout is not None
+        out = self.proc.stdout.read()
+        self.reader.join(30)
+        assert "Traceback" not in self.err(), self.err()
+        return out, self.err()
+
+
 def live(client: Any, app: str) -> list[str]:
     """Names of the app's containers that run (or are about to)."""
     return sorted(name for name, c in containers(client, app).items()
@@ -100,8 +134,9 @@ def test_engine_restart_while_apps_run(env: Env, docker_cleanup: Any) -> None:
                                                        max_retries=2)]), "-c", STOP_TIMEOUT)
     for handle, n in ((mixed, 2), (clean, 1), (phoenix, 1)):
         running(env, handle, n)
-    waiters = {handle: env.popen("wait", handle) for handle in (mixed, clean)}
-    time.sleep(1)  # the waiters are waiting (their first status read), not starting
+    waiters = {handle: Waiter(env, handle) for handle in (mixed, clean)}
+    for handle, waiter in waiters.items():  # each has read the app RUNNING once: it waits, it is not starting
+        eventually(f"{handle}'s waiter to read it RUNNING", lambda: f"{handle} RUNNING\n" in waiter.err(), timeout=60)
 
     with engine_stopped(client) as stop_s:
         assert stop_s < 20, stop_s  # every container obeyed, or was killed after its 2 s
@@ -111,7 +146,7 @@ def test_engine_restart_while_apps_run(env: Env, docker_cleanup: Any) -> None:
             assert time.monotonic() - started < 10, args  # fails at once, no hanging on a socket
         # mixed's waiter may have read its FAILED as the engine stopped it (over a connection it had open);
         # clean has nothing but a replica that exited 0: its waiter cannot know how it ended before the engine is back
-        assert waiters[clean].poll() is None, communicate(waiters[clean], 1)
+        assert waiters[clean].proc.poll() is None, waiters[clean].err()
 
     # the app that failed: whatever a replica's exit code, it reads FAILED and says the engine stopped it
     first = env.status(mixed)
@@ -138,8 +173,8 @@ def test_engine_restart_while_apps_run(env: Env, docker_cleanup: Any) -> None:
     # the waiters report how the apps ended: FAILED, and why (never SUCCEEDED); clean's rode out the outage
     said = {}
     for handle, waiter in waiters.items():
-        out, err = communicate(waiter, 30)
-        assert (waiter.returncode, out.strip()) == (APP_FAILED, "FAILED"), (handle, out, err)
+        out, err = waiter.end(30)
+        assert (waiter.proc.returncode, out.strip()) == (APP_FAILED, "FAILED"), (handle, out, err)
         said[handle] = err
     assert re.search(rf"{ENGINE_STOPPED}|killed by SIGKILL", said[mixed]), said[mixed]
     assert re.search(rf"clean/0 was {ENGINE_STOPPED}.*, exit code 0$", said[clean], re.MULTILINE), said

@@ -20,8 +20,6 @@ from torchspec.schedulers.kubernetes.torchrun import find_launch
 from torchspec.schedulers.kubernetes.translate import KubernetesRequest
 from torchspec.schedulers.kubernetes.validate import BUNDLED_CRDS, validate_manifests
 
-kubernetes_validate = pytest.importorskip("kubernetes_validate")
-
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRDS = list(BUNDLED_CRDS)
 VERSIONS = ["1.25", "1.37"]

@@ -32,8 +32,6 @@ from torchspec.schedulers.images import is_folder_image
 from torchspec.schedulers.kubernetes.validate import BUNDLED_CRDS, crd_schema, validate_manifests
 from torchspec.specs.handles import make_app_handle, parse_app_handle
 
-kubernetes_validate = pytest.importorskip("kubernetes_validate")
-
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRDS = list(BUNDLED_CRDS)
 EXAMPLES = example_specs()

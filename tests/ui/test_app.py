@@ -11,9 +11,6 @@ from urllib.parse import quote
 
 import pytest
 
-pytest.importorskip("starlette")
-pytest.importorskip("httpx")
-
 with warnings.catch_warnings():  # Starlette 1.x would rather have httpx2; httpx works
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient  # noqa: E402
@@ -42,15 +39,14 @@ def logged_in(c: TestClient) -> TestClient:
 
 @pytest.fixture
 def done_app(home: pathlib.Path, tmp_path: pathlib.Path) -> Iterator[str]:
-    """A local app that printed two lines and ended."""
+    """A local app that printed two lines and SUCCEEDED (checked: a test of an ended app needs one)."""
     spec = support.write_spec(tmp_path, "hello", "echo first; echo second")
     handle = support.submit(spec, home)
-    deadline = time.monotonic() + 30
     from torchspec.runner import get_runner
 
     with get_runner() as runner:
-        while not runner.require_status(handle).is_terminal() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        status = runner.wait(handle, wait_interval=0.1, timeout=120)
+    assert status is not None and str(status.state) == "SUCCEEDED", status
     yield handle
 
 
