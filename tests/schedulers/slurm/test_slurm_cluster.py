@@ -29,7 +29,8 @@ host=${!3}
 echo "replica=$1 env_replica=$TORCHSPEC_REPLICA_ID role=$TORCHSPEC_ROLE_NAME app=$2 env_app=$TORCHSPEC_APP_ID"
 echo "rank0_host=$host resolves=$(getent hosts "$host" | awk '{print $1; exit}')"
 echo "to stderr $1" >&2
-sleep "$4"
+# "done" only after the whole sleep: a cancel's SIGTERM may reach sleep before bash, which would then print it
+sleep "$4" || exit "$?"
 echo "done $1"
 exit "${5:-0}"
 """
