@@ -227,6 +227,25 @@ class UnreachableError(BackendError):
 OUTAGE_S = 120.0
 
 
+class RequestTimeoutError(UnreachableError):
+    """The backend took a request (the connection was accepted) and gave no answer within the request timeout.
+
+    A hung or overloaded engine, not a missing one: without a bound, ``status``
+    would wait for it for ever.  The message names the engine and its address;
+    an :class:`UnreachableError`, so ``wait`` and ``logs -f`` ride it out as an
+    outage.  Built by :func:`torchspec.schedulers.request_timeout.timed_out`.
+    """
+
+    def __init__(self, message: str, hint: str | None = None, *, engine: str, address: str,
+                 seconds: float) -> None:
+        super().__init__(message, hint)
+        #: what did not answer (``the Ray dashboard``) and where it is (``http://10.0.0.5:8265``)
+        self.engine = engine
+        self.address = address
+        #: the limit that passed
+        self.seconds = seconds
+
+
 class StateError(BackendError):
     """What a scheduler keeps on this machine cannot be read: a damaged ``local`` app folder.
 

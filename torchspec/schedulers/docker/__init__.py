@@ -49,10 +49,13 @@ if TYPE_CHECKING:
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
-    """The ``docker`` entry point; a ``client`` keyword (a ``docker.DockerClient``) is used if given."""
+    """The ``docker`` entry point; a ``client`` keyword (a ``docker.DockerClient``) is used if given,
+    ``request_timeout`` (``TORCHSPEC_REQUEST_TIMEOUT``) bounds each request to the engine."""
     from torchspec.schedulers.docker.scheduler import DockerScheduler
+    from torchspec.schedulers.request_timeout import seconds
 
-    return DockerScheduler(session_name, client=kwargs.get("client"))
+    return DockerScheduler(session_name, client=kwargs.get("client"),
+                           request_timeout=seconds(kwargs.get("request_timeout")))
 
 
 #: What the single-file ``torchspec.schedulers.docker`` module exported, still importable from the package

@@ -181,16 +181,27 @@ def wait_for_event(client: "docker.DockerClient", filters: Dict[str, Any], since
     ``until`` now + ``timeout`` (the engine ends the stream then).  Where the
     stream cannot be had, or ends early (an engine whose clock is ahead), the
     rest of ``timeout`` is slept, as a plain poll would.
+
+    The SDK reads the stream with no timeout at all; a hung engine would hold
+    ``wait`` for ever.  So it is asked here with a read deadline: ``timeout``,
+    when the engine should end it, plus the client's request timeout.
     """
     deadline = time.monotonic() + max(0.0, timeout)
     until = time.time() + max(0.0, timeout)
+    api = client.api
     try:
-        stream = client.api.events(since=f"{since:.9f}", until=f"{until:.9f}", filters=filters, decode=True)
+        from docker.utils import convert_filters
+
+        limit = api.timeout if isinstance(api.timeout, (int, float)) else None
+        response = api._get(api._url("/events"), stream=True, timeout=None if limit is None else (
+            limit, max(0.0, timeout) + limit), params={
+                "since": f"{since:.9f}", "until": f"{until:.9f}", "filters": convert_filters(filters)})
+        api._raise_for_status(response)
         try:
-            for _ in stream:
+            for _ in api._stream_helper(response, decode=True):
                 return True
         finally:
-            stream.close()
+            response.close()
     except Exception as e:  # noqa: BLE001 - no events: fall back to sleeping, as the default wait does
         logger.debug("no event stream from the engine: %s", e)
     time.sleep(max(0.0, deadline - time.monotonic()))

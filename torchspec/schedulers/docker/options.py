@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Dict, List, Mapping
 
 from torchspec.errors import AppRefusedError
+from torchspec.schedulers import request_timeout
 from torchspec.schedulers.docker.labels import DEFAULT_STOP_TIMEOUT_S, PULL_POLICIES
 from torchspec.specs import CfgVal, runopts
 
@@ -39,6 +40,7 @@ def docker_run_opts() -> runopts:
              help="cancel stops the containers but keeps them (and their logs) until torchspec delete")
     opts.add("stop_timeout", type_=int, default=DEFAULT_STOP_TIMEOUT_S,
              help="seconds between SIGTERM and SIGKILL when containers are stopped")
+    request_timeout.add_option(opts)
     return opts
 
 

@@ -63,6 +63,7 @@ from torchspec.schedulers.docker.watcher import start_watcher, watcher_log
 from torchspec.schedulers.docker.workspace import build_workspace_image
 from torchspec.schedulers.images import check_container_image
 from torchspec.schedulers.replicas import dns_label, make_app_id
+from torchspec.schedulers.request_timeout import DEFAULT_S, for_cfg, is_timeout, timed_out
 from torchspec.specs import (
     NONE,
     AppDef,
@@ -95,7 +96,7 @@ def _engine_call(method: F) -> F:
 
     @functools.wraps(method)
     def call(self: "DockerScheduler", *args: Any, **kwargs: Any) -> Any:
-        with self.answering():
+        with self.answering(method.__name__):
             return method(self, *args, **kwargs)
 
     return cast(F, call)
@@ -111,9 +112,13 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
     capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.WORKSPACE, Capability.LABELS})
     keeps_labels = True  # as a container label
 
-    def __init__(self, session_name: str, client: Optional["docker.DockerClient"] = None) -> None:
+    def __init__(self, session_name: str, client: Optional["docker.DockerClient"] = None,
+                 request_timeout: Optional[float] = None) -> None:
         super().__init__("docker", session_name)
         self._client_obj = client
+        #: seconds each request to the engine may go unanswered: the SDK's timeout (its streams, logs -f and
+        #: the events, set their own); see torchspec.schedulers.request_timeout
+        self.request_timeout = request_timeout or float(DEFAULT_S)
         # the engine DOCKER_HOST names, where no client was handed in: a fresh connection can be opened to it
         self._from_env = client is None
         self.progress: Callable[[str], None] = lambda line: logger.info("%s", line)
@@ -131,9 +136,11 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         import docker
 
         try:
-            client = docker.from_env()
+            client = docker.from_env(timeout=self.request_timeout)
             client.ping()
         except Exception as e:  # noqa: BLE001 - the SDK raises several unrelated types for "no engine"
+            if is_timeout(e):
+                raise self.timed_out("connecting") from None
             if is_unreachable(e):
                 raise unreachable(e, self.where()) from None
             raise BackendError(f"cannot reach the Docker engine at {self.where()}: {reason(e)}",
@@ -146,12 +153,26 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         """The engine this scheduler talks to, as the user named it."""
         return os.environ.get("DOCKER_HOST") or f"the default socket ({DEFAULT_ENGINE})"
 
+    def _timed_by(self, cfg: Mapping[str, Any]) -> "docker.DockerClient":
+        """The client, its requests bounded by the run option ``request_timeout`` where ``cfg`` sets it."""
+        self.request_timeout = for_cfg(cfg, self.request_timeout)
+        client = self.client()
+        client.api.timeout = self.request_timeout
+        return client
+
+    def timed_out(self, what: str) -> UnreachableError:
+        return timed_out("the Docker engine", self.where(), self.request_timeout, what, "`docker info`")
+
     @contextlib.contextmanager
-    def answering(self) -> Iterator[None]:
-        """Turn the SDK's errors for an engine that did not answer into an :class:`UnreachableError`."""
+    def answering(self, what: str = "a request") -> Iterator[None]:
+        """Turn the SDK's errors for an engine that did not answer (``what``: the request) into an
+        :class:`UnreachableError`; one that took the request and said nothing in time is a RequestTimeoutError."""
         try:
             yield
         except Exception as e:
+            if is_timeout(e):
+                self._lost_at = self._lost_at or time.time()
+                raise self.timed_out(what) from None
             if is_unreachable(e):
                 self._lost_at = self._lost_at or time.time()
                 raise unreachable(e, self.where()) from None
@@ -184,7 +205,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         the error says which step failed.
         """
         job = dryrun_info.request
-        client = self.client()
+        client = self._timed_by(dryrun_info._cfg)
         errors = docker_errors()
         for image in job.images:
             ensure_image(client, image, job.pull, self.progress)
@@ -288,6 +309,12 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         since the app was last described, or after ``timeout``: a wait ends when the app does, not at a poll."""
         since = self._read_at.get(app_id, time.time())
         wait_for_event(self.client(), {"type": "container", "label": f"{LABEL_APP_ID}={app_id}"}, since, timeout)
+
+    @_engine_call
+    def list_where(self, cfg: Mapping[str, Any]) -> List[ListAppResponse]:
+        """:meth:`list`, with the run option ``request_timeout`` (``list -s docker -c request_timeout=...``)."""
+        self._timed_by(cfg)
+        return self.list()
 
     @_engine_call
     def list(self) -> List[ListAppResponse]:

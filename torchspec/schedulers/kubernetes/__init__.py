@@ -80,12 +80,14 @@ if TYPE_CHECKING:
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> "KubernetesScheduler":
-    """The ``kubernetes`` entry point; the ``client``, ``kubeconfig``, ``context`` and ``namespace``
-    keywords are used if given."""
+    """The ``kubernetes`` entry point; the ``client``, ``kubeconfig``, ``context``, ``namespace`` and
+    ``request_timeout`` (``TORCHSPEC_REQUEST_TIMEOUT``) keywords are used if given."""
     from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
+    from torchspec.schedulers.request_timeout import seconds
 
     return KubernetesScheduler(session_name, client=kwargs.get("client"), kubeconfig=kwargs.get("kubeconfig"),
-                               context=kwargs.get("context"), namespace=kwargs.get("namespace"))
+                               context=kwargs.get("context"), namespace=kwargs.get("namespace"),
+                               request_timeout=seconds(kwargs.get("request_timeout")))
 
 
 #: What the single-file ``torchspec.schedulers.kubernetes`` module exported, still importable from the package

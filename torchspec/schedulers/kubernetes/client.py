@@ -24,6 +24,7 @@ from torchspec.schedulers.kubernetes.job import FLAVOR as JOB_FLAVOR
 from torchspec.schedulers.kubernetes.states import Obj
 from torchspec.schedulers.kubernetes.status import describe_obj
 from torchspec.schedulers.logfile import stamped_lines
+from torchspec.schedulers.request_timeout import DEFAULT_S, is_timeout, timed_out
 
 if TYPE_CHECKING:
     import kubernetes
@@ -43,14 +44,20 @@ _HINTS = {
 }
 #: (connect, read) seconds a dry run waits for the server: a webhook may take up to 30 s
 _DRY_RUN_TIMEOUT = (10, 60)
+#: Seconds a followed pod log (``logs -f``) may stay silent before it is read again from its last line: a
+#: quiet replica is no error, but a server that stopped sending must not hold the command for ever.
+FOLLOW_READ_S = 60.0
 _KINDS = {401: "unauthorized", 403: "forbidden", 404: "not found", 409: "conflict", 422: "invalid"}
 
 
-def api_error(e: BaseException, what: str, where: str) -> BackendError:
-    """One clear :class:`BackendError` for a failed API call: the server's own message, and a hint."""
+def api_error(e: BaseException, what: str, where: str, limit: Optional[float] = None) -> BackendError:
+    """One clear :class:`BackendError` for a failed API call: the server's own message, and a hint; a call that
+    got no answer within ``limit`` seconds (the request timeout it was sent with) a RequestTimeoutError."""
     status = getattr(e, "status", None)
     if isinstance(e, BackendError):
         return e
+    if limit is not None and is_timeout(e):
+        return timed_out("the Kubernetes API server", where, limit, what, "`kubectl cluster-info`")
     if status is None or not isinstance(status, int) or status == 0:
         reason = str(getattr(e, "reason", None) or e)
         match = re.search(r"(Connection refused|Name or service not known|timed out|No route to host"
@@ -106,13 +113,35 @@ class Cluster:
     """
 
     def __init__(self, client: Optional["kubernetes.client.ApiClient"] = None, kubeconfig: Optional[str] = None,
-                 context: Optional[str] = None, namespace: Optional[str] = None) -> None:
+                 context: Optional[str] = None, namespace: Optional[str] = None,
+                 request_timeout: float = DEFAULT_S) -> None:
         self._clients: Dict[Optional[str], "kubernetes.client.ApiClient"] = {}
-        if client is not None:
-            self._clients[context] = client
         self._kubeconfig = kubeconfig
         self.context = context
         self.namespace = namespace
+        #: seconds each request may go unanswered (see torchspec.schedulers.request_timeout); the client's
+        #: requests are sent without a limit unless one is given, so :meth:`_bound` gives this one
+        self.request_timeout = float(request_timeout)
+        if client is not None:
+            self._clients[context] = self._bound(client)
+
+    def _bound(self, api: "kubernetes.client.ApiClient") -> "kubernetes.client.ApiClient":
+        """``api``, its requests sent with the request timeout where the caller gives none (watches and
+        followed logs give their own), and one that got no answer not sent again: urllib3 would try a silent
+        server four times, taking four times the limit."""
+        from urllib3.util.retry import Retry
+
+        rest = api.rest_client
+        send = rest.request
+        pools = getattr(rest, "pool_manager", None)
+        if pools is not None and "retries" not in pools.connection_pool_kw:
+            pools.connection_pool_kw["retries"] = Retry(total=3, read=0)  # urllib3's default, but for reads
+
+        def request(method: str, url: str, *args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+            return send(method, url, *args, _request_timeout=_request_timeout or self.request_timeout, **kwargs)
+
+        rest.request = request
+        return api
 
     def _config_file(self) -> Optional[str]:
         if self._kubeconfig:
@@ -149,7 +178,7 @@ class Cluster:
         except Exception as e:  # noqa: BLE001 - the loader raises ConfigException, ValueError, OSError...
             raise BackendError(f"cannot load the Kubernetes configuration from {path or 'the pod'}: {e}",
                                "check KUBECONFIG and the context name (`kubectl config get-contexts`)") from None
-        self._clients[context] = api
+        self._clients[context] = self._bound(api)
         return api
 
     def default_namespace(self, context: Optional[str] = None) -> str:
@@ -196,7 +225,7 @@ class Cluster:
         except BackendError:
             raise
         except Exception as e:  # noqa: BLE001 - translated below, re-raised if not the API's
-            raise api_error(e, what, self.where(context)) from None
+            raise api_error(e, what, self.where(context), self.request_timeout) from None
 
     def custom(self, context: Optional[str] = None) -> "kubernetes.client.CustomObjectsApi":
         from kubernetes import client as k8s_client
@@ -267,7 +296,7 @@ class Cluster:
         except Exception as e:  # noqa: BLE001
             if getattr(e, "status", None) == 404:  # no such object, or the CRD is not installed
                 return None
-            raise api_error(e, where, self.where(context)) from None
+            raise api_error(e, where, self.where(context), self.request_timeout) from None
 
     def watch_once(self, list_fn: Callable[..., Any], *args: Any, resource_version: str, timeout: float,
                    **kwargs: Any) -> bool:
@@ -297,7 +326,10 @@ class Cluster:
                   context: Optional[str], previous: bool = False) -> Iterator[Tuple[Optional[datetime], str]]:
         """``(time, line)`` of one pod's current container (``previous``: the one before it, which the
         kubelet keeps after restarting a container in place), read with the kubelet's timestamps."""
-        kwargs: Dict[str, Any] = {"timestamps": True, "follow": follow and not previous, "_preload_content": False}
+        follow = follow and not previous
+        kwargs: Dict[str, Any] = {"timestamps": True, "follow": follow, "_preload_content": False}
+        if follow:  # a read deadline of its own; the caller reads again from the last line (logs.py)
+            kwargs["_request_timeout"] = (self.request_timeout, FOLLOW_READ_S)
         if previous:
             kwargs["previous"] = True
         if since is not None:
@@ -307,12 +339,15 @@ class Cluster:
         except Exception as e:  # noqa: BLE001
             if getattr(e, "status", None) in (400, 404):  # not started yet, or gone
                 return
-            raise api_error(e, f"reading the log of pod {pod}", self.where(context)) from None
+            raise api_error(e, f"reading the log of pod {pod}", self.where(context),
+                            FOLLOW_READ_S if follow else self.request_timeout) from None
         try:
             for when, text in stamped_lines(response.stream(amt=65536, decode_content=False)):
                 if since is None or when is None or when >= since:
                     yield when, text
         except Exception as e:  # noqa: BLE001 - urllib3's ProtocolError when the server goes away mid-stream
+            if follow and is_timeout(e):
+                return  # silent for FOLLOW_READ_S: the caller asks again whether the pod is still running
             if type(e).__module__.startswith("urllib3"):
                 raise UnreachableError(f"the Kubernetes API server at {self.where(context)} went away while"
                                        f" streaming the log of pod {pod}: {e}") from None
@@ -327,5 +362,5 @@ class Cluster:
         except Exception as e:  # noqa: BLE001 - gone counts as finished; a server that does not answer does not
             if getattr(e, "status", None) == 404:
                 return True
-            raise api_error(e, f"reading pod {pod}", self.where(context)) from None
+            raise api_error(e, f"reading pod {pod}", self.where(context), self.request_timeout) from None
         return (found.status.phase if found.status else "") in ("Succeeded", "Failed")

@@ -10,6 +10,7 @@ import re
 from typing import List, Mapping, Optional, Tuple
 
 from torchspec.errors import AppRefusedError
+from torchspec.schedulers import request_timeout
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE, FLAVORS
 from torchspec.schedulers.kubernetes.names import (
     DNS_LABEL_RULE,
@@ -70,6 +71,7 @@ def kubernetes_run_opts() -> runopts:
     opts.add("scheduling_queue", type_=str, default=None,
              help="pytorchjob: runPolicy.schedulingPolicy.queue, the gang scheduler's queue (Volcano,"
                   " scheduler-plugins)")
+    request_timeout.add_option(opts)
     return opts
 
 

@@ -44,6 +44,7 @@ from torchspec.schedulers.kubernetes.states import (
 from torchspec.schedulers.kubernetes.status import AppView, admission_message, describe_app, describe_obj, pod_view
 from torchspec.schedulers.kubernetes.translate import KubernetesRequest, app_to_request
 from torchspec.schedulers.replicas import make_app_id
+from torchspec.schedulers.request_timeout import DEFAULT_S, for_cfg
 from torchspec.specs import AppDef, AppDryRunInfo, AppState, CfgVal, runopts
 
 if TYPE_CHECKING:
@@ -70,9 +71,10 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
 
     def __init__(self, session_name: str, client: Optional["kubernetes.client.ApiClient"] = None,
                  kubeconfig: Optional[str] = None, context: Optional[str] = None,
-                 namespace: Optional[str] = None) -> None:
+                 namespace: Optional[str] = None, request_timeout: Optional[float] = None) -> None:
         super().__init__("kubernetes", session_name)
-        self._cluster = Cluster(client=client, kubeconfig=kubeconfig, context=context, namespace=namespace)
+        self._cluster = Cluster(client=client, kubeconfig=kubeconfig, context=context, namespace=namespace,
+                                request_timeout=request_timeout or DEFAULT_S)
         # (name, namespace, context) -> the flavor and resourceVersion its top-level objects were last read at
         self._read_at: Dict[Tuple[str, str, Optional[str]], Tuple[str, Optional[str]]] = {}
 
@@ -137,6 +139,7 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         (with their pods) and the error says which object failed and why.
         """
         request = dryrun_info.request
+        self._cluster.request_timeout = for_cfg(dryrun_info._cfg, self._cluster.request_timeout)
         context = request.context
         namespace = request.namespace or self.default_namespace(context)
         created: List[Obj] = []
@@ -150,7 +153,7 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
                 undone = (f"; deleted again what was created before it: "
                           f"{', '.join(describe_obj(o) for o in created)}" if created else "")
                 error = api_error(e, f"creating {describe_obj(obj)} in namespace {namespace}",
-                                  self._cluster.where(context))
+                                  self._cluster.where(context), self._cluster.request_timeout)
                 raise BackendError(error.message + undone, error.hint) from None
             created.append(body)
         return str(AppRef(name=request.app_id, namespace=namespace, context=context,
@@ -303,7 +306,7 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
             except Exception as e:  # noqa: BLE001
                 if getattr(e, "status", None) == 404:
                     continue  # that CRD is not installed: no such apps
-                raise api_error(e, where, self._cluster.where(context)) from None
+                raise api_error(e, where, self._cluster.where(context), self._cluster.request_timeout) from None
             for item in items:
                 name = item["metadata"]["labels"][LABEL_APP_ID]
                 if name == item["metadata"]["name"]:  # as _find_top: the object named after the app
@@ -323,6 +326,7 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         """The apps in the namespace (and through the context) the run options ``namespace``/``context`` name."""
         context = str(cfg["context"]) if cfg.get("context") else self._cluster.context
         namespace = str(cfg["namespace"]) if cfg.get("namespace") else self.default_namespace(context)
+        self._cluster.request_timeout = for_cfg(cfg, self._cluster.request_timeout)
         return self._list(namespace, context)
 
     def _list(self, namespace: str, context: Optional[str]) -> List[ListAppResponse]:

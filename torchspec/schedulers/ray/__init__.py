@@ -32,11 +32,14 @@ if TYPE_CHECKING:
 
 def create_scheduler(session_name: str, **kwargs: Any) -> RayScheduler:
     """The ``ray`` entry point; ``dashboard_address`` (e.g. from ``TORCHSPEC_DASHBOARD_ADDRESS``) is where
-    ``list`` looks; other keyword arguments are ignored."""
+    ``list`` looks, ``request_timeout`` (``TORCHSPEC_REQUEST_TIMEOUT``) bounds each request; other keyword
+    arguments are ignored."""
     from torchspec.schedulers.ray.scheduler import RayScheduler
+    from torchspec.schedulers.request_timeout import seconds
 
     address = kwargs.get("dashboard_address")
-    return RayScheduler(session_name, dashboard_address=str(address) if address else None)
+    return RayScheduler(session_name, dashboard_address=str(address) if address else None,
+                        request_timeout=seconds(kwargs.get("request_timeout")))
 
 
 _EXPORTS = {

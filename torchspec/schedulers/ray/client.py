@@ -3,7 +3,10 @@
 ``ray`` is imported here, inside the functions, and nowhere else on the
 client side: dry runs, lint and the CLI's help never pay for it.  Every
 failure to reach the dashboard becomes a :class:`~torchspec.errors.BackendError`
-(exit code 6) naming the address.
+(exit code 6) naming the address.  Ray's job client sends its requests with
+no timeout at all: :func:`_timed_client` bounds each by the request timeout
+(:mod:`torchspec.schedulers.request_timeout`), so a dashboard that accepts and
+never answers is a :class:`~torchspec.errors.RequestTimeoutError`, not a hang.
 """
 
 from __future__ import annotations
@@ -16,9 +19,8 @@ import warnings
 from typing import Any, Dict, Iterable, Iterator, List, Optional
 
 from torchspec.errors import BackendError, MissingExtraError
+from torchspec.schedulers.request_timeout import DEFAULT_S, is_timeout, timed_out
 
-#: Seconds a State API call may take.
-STATE_TIMEOUT_S = 30
 API_SERVER_ENV = "RAY_API_SERVER_ADDRESS"
 QUIET_LOGGERS = ("ray.dashboard.modules.dashboard_sdk", "ray._private.runtime_env.packaging",
                  "ray.dashboard.modules.job.sdk")
@@ -60,12 +62,37 @@ def _ray_missing(e: ImportError) -> MissingExtraError:
                              "ray", "or 'ray[default]'")
 
 
+_TIMED_CLIENT: Any = None
+
+
+def _timed_client() -> Any:
+    """``JobSubmissionClient`` whose every request (its version check as it is made included) is bounded by
+    the timeout it is given; ``_do_request`` is where Ray's clients send each one, since Ray 1.9."""
+    global _TIMED_CLIENT
+    if _TIMED_CLIENT is None:
+        from ray.job_submission import JobSubmissionClient
+
+        class TimedJobSubmissionClient(JobSubmissionClient):  # type: ignore[misc, valid-type]
+            def __init__(self, address: str, timeout: float) -> None:
+                self._request_timeout = timeout
+                super().__init__(address)
+
+            def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
+                kwargs.setdefault("timeout", self._request_timeout)
+                return super()._do_request(method, endpoint, **kwargs)
+
+        _TIMED_CLIENT = TimedJobSubmissionClient
+    return _TIMED_CLIENT
+
+
 class RayCluster:
     """One dashboard: a JobSubmissionClient made on first use, and the State API calls torchspec needs."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, timeout: float = DEFAULT_S) -> None:
         self.address = address
         self.url = f"http://{address}"
+        #: seconds each request may go unanswered
+        self.timeout = timeout
         self._client: Any = None
         self._node_ips: Dict[str, str] = {}
 
@@ -73,29 +100,37 @@ class RayCluster:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         return BackendError(f"no Ray cluster answers at {self.url}: {first}", _HOW)
 
+    def timed_out(self, what: str) -> BackendError:
+        return timed_out("the Ray dashboard", self.url, self.timeout, what, "`ray status` on the head node")
+
     @property
     def jobs(self) -> Any:
         """The ``JobSubmissionClient``; MissingExtraError when Ray is not installed, BackendError when nothing
         answers at the address."""
         if self._client is None:
             try:
-                from ray.job_submission import JobSubmissionClient
+                client_class = _timed_client()
             except ImportError as e:
                 raise _ray_missing(e) from None
             try:
                 with _pinned(self.url):
-                    self._client = JobSubmissionClient(self.url)
+                    self._client = client_class(self.url, self.timeout)
             except (ConnectionError, OSError, RuntimeError, ValueError) as e:
-                raise self.unreachable(e) from None
+                raise (self.timed_out("connecting") if is_timeout(e) else self.unreachable(e)) from None
         return self._client
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``JobSubmissionClient.method(...)``; a dashboard gone away is a BackendError."""
+        jobs = self.jobs
         try:
             with _quiet():
-                return getattr(self.jobs, method)(*args, **kwargs)
-        except ConnectionError as e:
-            raise self.unreachable(e) from None
+                return getattr(jobs, method)(*args, **kwargs)
+        except (ConnectionError, OSError) as e:  # requests' errors are OSErrors
+            if is_timeout(e):
+                raise self.timed_out(method) from None
+            if isinstance(e, ConnectionError) or type(e).__module__.startswith("requests"):
+                raise self.unreachable(e) from None
+            raise
 
     def job(self, submission_id: str) -> Optional[Any]:
         """The job's ``JobDetails``; None when the cluster does not know it."""
@@ -114,11 +149,13 @@ class RayCluster:
             raise _ray_missing(e) from None
         try:
             with _pinned(self.url):
-                return list(getattr(state, what)(address=self.url, timeout=STATE_TIMEOUT_S,
+                return list(getattr(state, what)(address=self.url, timeout=max(1, round(self.timeout)),
                                                  raise_on_missing_output=False, **kwargs))
-        except ConnectionError as e:
-            raise self.unreachable(e) from None
         except Exception as e:  # the State API wraps HTTP failures in its own exception types
+            if is_timeout(e):
+                raise self.timed_out(what) from None
+            if isinstance(e, ConnectionError):
+                raise self.unreachable(e) from None
             raise BackendError(f"the Ray dashboard at {self.url} did not answer {what}: {e}") from None
 
     def nodes(self) -> List[Dict[str, Any]]:

@@ -15,6 +15,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional
 
 from torchspec.errors import AppRefusedError, did_you_mean
+from torchspec.schedulers import request_timeout
 from torchspec.schedulers.ray.states import DEFAULT_ADDRESS, ENV_ADDRESS, META_PREFIX, STRATEGIES
 from torchspec.specs import CfgVal, runopts
 
@@ -41,6 +42,7 @@ def ray_run_opts() -> runopts:
                   " cluster could ever hold it)")
     opts.add("metadata", type_=Dict[str, str], default=None,
              help="job metadata, as KEY:VALUE;KEY2:VALUE2 (keys torchspec.* are torchspec's own)")
+    request_timeout.add_option(opts)
     return opts
 
 

@@ -31,6 +31,7 @@ from torchspec.schedulers.ray.placement import never_fits
 from torchspec.schedulers.ray.states import BACKEND, META_APP, job_state, make_app_id, split_app_id
 from torchspec.schedulers.ray.status import describe_job, rebuild_roles
 from torchspec.schedulers.ray.translate import RayJobRequest, app_to_request
+from torchspec.schedulers.request_timeout import DEFAULT_S, for_cfg
 from torchspec.specs import AppDef, AppDryRunInfo, CfgVal, is_terminal, runopts
 
 #: How long ``delete`` waits for a stopped job to end before removing it.
@@ -46,15 +47,20 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
     unknown_app_hint = ("a Ray head that restarted forgets every job (unless the cluster has GCS fault"
                         " tolerance), and its apps stopped with it")
 
-    def __init__(self, session_name: str, dashboard_address: Optional[str] = None) -> None:
+    def __init__(self, session_name: str, dashboard_address: Optional[str] = None,
+                 request_timeout: Optional[float] = None) -> None:
         super().__init__(BACKEND, session_name)
         self.dashboard_address = dashboard_address
-        self._clusters: Dict[str, RayCluster] = {}
+        #: seconds each request to a dashboard may go unanswered (see torchspec.schedulers.request_timeout)
+        self.request_timeout = request_timeout or float(DEFAULT_S)
+        self._clusters: Dict[Tuple[str, float], RayCluster] = {}
 
-    def cluster(self, address: str) -> RayCluster:
-        if address not in self._clusters:
-            self._clusters[address] = RayCluster(address)
-        return self._clusters[address]
+    def cluster(self, address: str, timeout: Optional[float] = None) -> RayCluster:
+        """The dashboard at ``address``, asked with ``timeout`` (default: the scheduler's request timeout)."""
+        key = (address, timeout or self.request_timeout)
+        if key not in self._clusters:
+            self._clusters[key] = RayCluster(*key)
+        return self._clusters[key]
 
     def _located(self, app_id: str) -> Optional[Tuple[RayCluster, str]]:
         parts = split_app_id(app_id)
@@ -84,7 +90,7 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
         from torchspec.schedulers.replicas import make_app_id as submission_id_for
 
         request = dryrun_info.request
-        cluster = self.cluster(request.address)
+        cluster = self.cluster(request.address, for_cfg(dryrun_info._cfg, self.request_timeout))
         nodes = [n["resources_total"] for n in cluster.nodes() if n["state"].endswith("ALIVE")]
         problem = never_fits(request.plan()["roles"], nodes, f"the cluster at {cluster.url} has {len(nodes)} node(s)")
         if problem:
@@ -119,10 +125,11 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
         """The jobs of the cluster the run option ``dashboard_address`` names (``list -s ray -c ...``), as
         ``submit`` with the same ``-c`` would reach."""
         address = cfg.get("dashboard_address") or self.dashboard_address
-        return self._list(options.dashboard_address({"dashboard_address": address}))
+        return self._list(options.dashboard_address({"dashboard_address": address}),
+                          for_cfg(cfg, self.request_timeout))
 
-    def _list(self, address: str) -> List[ListAppResponse]:
-        jobs = self.cluster(address).call("list_jobs")
+    def _list(self, address: str, timeout: Optional[float] = None) -> List[ListAppResponse]:
+        jobs = self.cluster(address, timeout).call("list_jobs")
         ours = sorted((j for j in jobs if META_APP in (j.metadata or {}) and j.submission_id),
                       key=lambda j: j.start_time or 0)
         return [ListAppResponse(app_id=make_app_id(address, j.submission_id), state=job_state(j.status)) for j in ours]

@@ -29,10 +29,12 @@ if TYPE_CHECKING:
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
-    """The ``slurm`` entry point; keyword arguments are ignored."""
+    """The ``slurm`` entry point; ``request_timeout`` (``TORCHSPEC_REQUEST_TIMEOUT``) bounds each Slurm command,
+    other keyword arguments are ignored."""
+    from torchspec.schedulers.request_timeout import seconds
     from torchspec.schedulers.slurm.scheduler import SlurmScheduler
 
-    return SlurmScheduler(session_name)
+    return SlurmScheduler(session_name, request_timeout=seconds(kwargs.get("request_timeout")))
 
 
 #: What the single-file ``torchspec.schedulers.slurm`` module exported, still importable from the package

@@ -13,6 +13,7 @@ import re
 from typing import Dict, Mapping, Optional
 
 from torchspec.errors import AppRefusedError
+from torchspec.schedulers import request_timeout
 from torchspec.specs import CfgVal, runopts
 
 #: Words sbatch (or its burst-buffer plugins, or older sbatch) may read as a het-job separator
@@ -45,6 +46,7 @@ def slurm_run_opts() -> runopts:
              " as tasks onto fewer nodes")
     opts.add("env", type_=Dict[str, str], default=None,
              help="extra environment variables for every replica, as KEY:VALUE;KEY2:VALUE2")
+    request_timeout.add_option(opts)
     return opts
 
 

@@ -16,7 +16,7 @@ import shlex
 import shutil
 import subprocess
 from datetime import datetime
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from torchspec.errors import BackendError, NotFoundError
 from torchspec.schedulers.api import (
@@ -40,6 +40,7 @@ from torchspec.schedulers.slurm.logs import (
     replica_folders,
     replica_log,
 )
+from torchspec.schedulers.request_timeout import DEFAULT_S, for_cfg, timed_out
 from torchspec.schedulers.slurm.options import slurm_run_opts
 from torchspec.schedulers.slurm.query import (
     SACCT_FIELDS,
@@ -56,7 +57,7 @@ from torchspec.schedulers.slurm.query import (
     view_from_json,
     view_from_scontrol,
 )
-from torchspec.schedulers.slurm.states import COMMAND_TIMEOUT_S, TERMINAL, is_job_id
+from torchspec.schedulers.slurm.states import TERMINAL, is_job_id
 from torchspec.schedulers.slurm.translate import SlurmBatchRequest, app_to_request
 from torchspec.specs import (
     NONE,
@@ -86,9 +87,12 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
     capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.LABELS})
     keeps_labels = True  # in the job's comment (and its spec.json)
 
-    def __init__(self, session_name: str) -> None:
+    def __init__(self, session_name: str, request_timeout: Optional[float] = None) -> None:
         super().__init__("slurm", session_name)
         self._version: Optional[Tuple[int, int]] = None
+        #: seconds any one Slurm command may take before the controller counts as not answering (each command
+        #: is one request to slurmctld, or a few); see torchspec.schedulers.request_timeout
+        self.request_timeout = request_timeout or float(DEFAULT_S)
 
     # -- running Slurm's commands -------------------------------------------------
 
@@ -104,10 +108,10 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
             )
         try:
             result = subprocess.run([exe, *args[1:]], capture_output=True, text=True, input=input_text,
-                                    timeout=COMMAND_TIMEOUT_S)
+                                    timeout=self.request_timeout)
         except subprocess.TimeoutExpired:
-            raise BackendError(f"`{shlex.join(args)}` did not answer within {COMMAND_TIMEOUT_S}s",
-                               "is slurmctld up? (sinfo; scontrol ping)") from None
+            raise timed_out("the Slurm controller", controller_address(), self.request_timeout,
+                            f"`{shlex.join(args)}`", "`scontrol ping`, `sinfo`") from None
         err = result.stderr.strip()
         if result.returncode != 0 and unreachable(err):
             raise BackendError(f"the Slurm controller does not answer: {first_line(err)}",
@@ -116,6 +120,11 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         if check and result.returncode != 0:
             raise BackendError(f"`{shlex.join(args[:2])} ...` failed: {first_line(err) or result.returncode}")
         return result
+
+    def list_where(self, cfg: Mapping[str, Any]) -> List[ListAppResponse]:
+        """:meth:`list`, with the run option ``request_timeout`` (``list -s slurm -c request_timeout=...``)."""
+        self.request_timeout = for_cfg(cfg, self.request_timeout)
+        return self.list()
 
     def _down_nodes(self, nodes: str) -> str:
         """``: vm-2 is down (reason)`` for each of ``nodes`` (a hostlist) that is down now: which node failed."""
@@ -153,6 +162,7 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
     def schedule(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest]) -> str:
         """``sbatch --parsable`` the script; then keep the spec and script next to the logs."""
         request = dryrun_info.request
+        self.request_timeout = for_cfg(dryrun_info._cfg, self.request_timeout)  # -c request_timeout
         private_dir(request.log_root)
         script = request.script()
         result = self._run(request.sbatch_args(), check=False, input_text=script)
@@ -314,6 +324,23 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         pattern = re.compile(regex) if regex else None
         return follow_log(path, pattern, aware(since), aware(until), should_tail,
                           job_over=lambda: self._job_over(app_id))
+
+
+def controller_address() -> str:
+    """Where slurmctld is, as the slurm.conf the commands read says (``SlurmctldHost``, ``SlurmctldPort``), for
+    an error that names it; the file is read, not asked of Slurm, since this is for when Slurm does not answer."""
+    path = os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    found: Dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.split("#", 1)[0].strip().partition("=")
+                if sep and key.strip().lower() in ("slurmctldhost", "controlmachine", "slurmctldport"):
+                    found.setdefault(key.strip().lower().replace("controlmachine", "slurmctldhost"), value.strip())
+    except OSError:
+        return f"the controller {path} names"
+    host = found.get("slurmctldhost", "?")
+    return f"{host}:{found.get('slurmctldport', '6817')} ({path})"
 
 
 def _rebuild_roles(app_id: str, spec: Optional[Dict[str, Any]]) -> List[Role]:

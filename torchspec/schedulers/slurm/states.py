@@ -27,8 +27,6 @@ LOG_FILES = {Stream.STDOUT: "stdout.log", Stream.STDERR: "stderr.log", Stream.CO
 CAP_GRES = "slurm.gres"
 #: Resource capability: a per-role ``--constraint`` (node features), on top of the run option.
 CAP_CONSTRAINT = "slurm.constraint"
-#: Seconds any one Slurm command may take before the controller counts as not answering.
-COMMAND_TIMEOUT_S = 60
 #: How often ``logs -f`` asks Slurm whether the job is still alive.
 POLL_S = 1.0
 
