@@ -10,15 +10,14 @@ import socket
 import subprocess
 import sys
 
-import pytest
+import skips
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXE = pathlib.Path(sys.executable).with_name("torchspec")
 
 if importlib.util.find_spec("torch") is None:
-    if os.environ.get("TORCHSPEC_REQUIRE_TORCH") == "1":
-        raise RuntimeError("TORCHSPEC_REQUIRE_TORCH=1 but torch is not installed (scripts/test installs torch==2.13.0)")
-    pytest.skip("torch is not installed (bash scripts/test installs torch==2.13.0)", allow_module_level=True)
+    skips.skip_or_fail("TORCH", "torch is not installed (bash scripts/test installs torch==2.13.0)",
+                       allow_module_level=True)
 
 
 def free_port() -> int:

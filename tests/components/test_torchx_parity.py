@@ -18,6 +18,8 @@ from typing import List
 
 import pytest
 
+import skips
+
 HERE = pathlib.Path(__file__).resolve().parent / "torchx_parity"
 ROOT = HERE.parents[2]
 
@@ -26,10 +28,8 @@ ROOT = HERE.parents[2]
 def torchx_python() -> str:
     python = os.environ.get("TORCHSPEC_TORCHX_PYTHON", "")
     if not python or not os.path.exists(python):
-        if os.environ.get("TORCHSPEC_REQUIRE_TORCHX") == "1":
-            pytest.fail("TORCHSPEC_REQUIRE_TORCHX=1 but TORCHSPEC_TORCHX_PYTHON names no Python with TorchX"
-                        " (scripts/test makes that venv)")
-        pytest.skip("no venv with TorchX 0.7 (bash scripts/test makes one and sets TORCHSPEC_TORCHX_PYTHON)")
+        skips.skip_or_fail("TORCHX", "no venv with TorchX 0.7: TORCHSPEC_TORCHX_PYTHON names no Python with TorchX "
+                                     "(bash scripts/test makes one and sets it)")
     return python
 
 

@@ -20,10 +20,10 @@ import sys
 from typing import Dict, List
 
 import pytest
+import skips
 from sample_runner import ROOT, Block, blocks, examples_session, run_samples, samples
 
 GETTING_STARTED = ROOT / "docs" / "getting-started.md"
-REQUIRE_ENV = "TORCHSPEC_REQUIRE_DOCS"
 TOOLS = ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python", "mkdocs_click")
 
 
@@ -43,10 +43,8 @@ def docs_tools_or_skip() -> None:
             missing.append(name)
     if not missing:
         return
-    reason = f"the docs extra is not installed ({', '.join(missing)} missing): pip install -e '.[docs]'"
-    if os.environ.get(REQUIRE_ENV) == "1":
-        pytest.fail(f"{reason} ({REQUIRE_ENV}=1, so this fails rather than skips)", pytrace=False)
-    pytest.skip(reason)
+    skips.skip_or_fail("DOCS", f"the docs extra is not installed ({', '.join(missing)} missing): "
+                               "pip install -e '.[docs]'")
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ from typing import Any, Callable, Dict, Tuple
 
 import pytest
 
-pytest.importorskip("kubernetes")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "kube"))
 
 from apiserver import FakeApiServer  # noqa: E402

@@ -20,11 +20,9 @@ import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
-
-pytest.importorskip("kubernetes")
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "kube"))
 
@@ -891,37 +889,44 @@ def test_a_missing_crd_is_one_clear_error(sched: KubernetesScheduler, apiserver:
 
 def test_wait_for_change_wakes_on_the_controllers_write_not_at_the_timeout(sched: KubernetesScheduler,
                                                                            apiserver: FakeApiServer) -> None:
-    import threading
-
     app_id = sched.submit(make_app(), {})
     assert sched.describe(app_id).state == AppState.PENDING  # type: ignore[union-attr]  # reads the version
     start = time.monotonic()
     sched.wait_for_change(app_id, 0.3)  # nothing happens: the whole timeout
-    assert 0.25 <= time.monotonic() - start < 2
+    assert time.monotonic() - start >= 0.3
     sched.describe(app_id)
-    timer = threading.Timer(0.2, lambda: job_condition(apiserver, app_id, "trainer", "Complete"))
+    woke_after_write(lambda: sched.wait_for_change(app_id, WAKE_TIMEOUT_S),
+                     lambda: job_condition(apiserver, app_id, "trainer", "Complete"))
+
+
+#: Long enough that a wait ending before it can only have been woken (a machine under load included).
+WAKE_TIMEOUT_S = 120
+
+
+def woke_after_write(wait: Callable[[], None], write: Callable[[], None]) -> None:
+    """``wait()`` (up to WAKE_TIMEOUT_S) ends after ``write()``, made 0.2 s into it, and long before its timeout:
+    woken by the write, neither before it nor at the timeout."""
+    writing = threading.Event()  # set as the write begins: the wake may come before write() returns
+    timer = threading.Timer(0.2, lambda: (writing.set(), write()))
     timer.start()
     start = time.monotonic()
-    sched.wait_for_change(app_id, 10)
-    assert time.monotonic() - start < 5
-    timer.join()
+    try:
+        wait()
+        assert writing.is_set(), "woke before the write"
+        assert time.monotonic() - start < WAKE_TIMEOUT_S / 2
+    finally:
+        timer.join()
 
 
 @pytest.mark.parametrize("flavor", CONTROLLED)
 def test_wait_for_change_watches_the_custom_object(sched: KubernetesScheduler, apiserver: FakeApiServer,
                                                    flavor: str) -> None:
-    import threading
-
     app_id = sched.submit(make_app(), {"flavor": flavor, "queue": "default"})
     sched.describe(app_id)
     api = JOBSET_API if flavor == "jobset" else VOLCANO_API
     status = {"restarts": 0} if flavor == "jobset" else {"state": {"phase": "Running"}}
-    timer = threading.Timer(0.2, lambda: apiserver.set_status(*api, NS, name_of(app_id), status))
-    timer.start()
-    start = time.monotonic()
-    sched.wait_for_change(app_id, 10)
-    assert time.monotonic() - start < 5
-    timer.join()
+    woke_after_write(lambda: sched.wait_for_change(app_id, WAKE_TIMEOUT_S),
+                     lambda: apiserver.set_status(*api, NS, name_of(app_id), status))
 
 
 def test_list_asks_once_per_kind_whatever_the_number_of_apps(sched: KubernetesScheduler,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from urllib.parse import quote
 
 import pytest
 
+import skips
 import ui_support as support
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -31,10 +31,8 @@ def _need_browser() -> None:
     except ImportError:
         missing.append("selenium (pip)")
     if missing:
-        why = f"no headless browser: {', '.join(missing)} missing (apt-get install chromium chromium-driver)"
-        if os.environ.get("TORCHSPEC_REQUIRE_BROWSER") == "1":
-            pytest.fail(why + " and TORCHSPEC_REQUIRE_BROWSER=1")
-        pytest.skip(why)
+        skips.skip_or_fail("BROWSER", f"no headless browser: {', '.join(missing)} missing "
+                                      "(apt-get install chromium chromium-driver)")
 
 
 @pytest.fixture
@@ -120,8 +118,14 @@ def test_live_state_logs_and_cancel(server: str, browser: object, home: pathlib.
     assert "needs its token" in d.find_element(By.TAG_NAME, "h1").text  # type: ignore[attr-defined]
     d.get(server)  # type: ignore[attr-defined]
     wait_for(lambda: "apps" in d.find_element(By.ID, "count").text, what="the list")  # type: ignore[attr-defined]
-    script = "for i in $(seq 1 8); do echo tick $i; sleep 0.5; done"
-    ticking = support.submit(support.write_spec(tmp_path, "ticking", script), home)
+    # each app runs until the test lets it go (a file appears): the page is checked while it runs, never
+    # within a window of the app's own timing
+    def gated(name: str) -> str:
+        """Prints tick 1-4, waits for the file ``name``.go, prints tick 5-8 and ends."""
+        return (f"for i in 1 2 3 4; do echo tick $i; done; while [ ! -e {tmp_path / name}.go ]; do sleep 0.1; "
+                f"done; for i in 5 6 7 8; do echo tick $i; done")
+
+    ticking = support.submit(support.write_spec(tmp_path, "ticking", gated("ticking")), home)
     sleeper = support.submit(support.write_spec(tmp_path, "sleeper", "echo waiting; sleep 120"), home)
 
     def state_of(handle: str) -> str:
@@ -132,13 +136,17 @@ def test_live_state_logs_and_cancel(server: str, browser: object, home: pathlib.
 
     wait_for(lambda: state_of(ticking) == "RUNNING", what="RUNNING without a reload")
     _shot(d, "ui-apps.png")
+    (tmp_path / "ticking.go").touch()
     wait_for(lambda: state_of(ticking) == "SUCCEEDED", what="SUCCEEDED without a reload")
 
-    # the log of a replica printing a line per 0.5 s, read as it is printed
-    follower = support.submit(support.write_spec(tmp_path, "follower", script), home)
+    # the log of a running replica, read as it is printed: lines 5-8 come after the page is up
+    follower = support.submit(support.write_spec(tmp_path, "follower", gated("follower")), home)
     d.get(f"{base}/app/{quote(follower, safe='')}")  # type: ignore[attr-defined]
     log = d.find_element(By.ID, "log")  # type: ignore[attr-defined]
-    wait_for(lambda: "tick 2" in log.text and "tick 8" not in log.text, what="the first lines while it runs")
+    wait_for(lambda: "tick 4" in log.text and d.find_element(By.ID, "app-state").text == "RUNNING",
+             what="the first lines while it runs")
+    assert "tick 5" not in log.text
+    (tmp_path / "follower.go").touch()
     wait_for(lambda: "tick 5" in log.text, what="later lines, as they are printed")
     _shot(d, "ui-app.png")
     wait_for(lambda: "tick 8" in log.text and d.find_element(By.ID, "app-state").text == "SUCCEEDED",

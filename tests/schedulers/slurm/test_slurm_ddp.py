@@ -8,7 +8,7 @@ import pathlib
 import re
 import socket
 
-import pytest
+import skips
 import slurm_support
 
 from torchspec import specs
@@ -18,9 +18,8 @@ from torchspec.schedulers.slurm.scheduler import SlurmScheduler
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 if importlib.util.find_spec("torch") is None:
-    if os.environ.get("TORCHSPEC_REQUIRE_TORCH") == "1":
-        raise RuntimeError("TORCHSPEC_REQUIRE_TORCH=1 but torch is not installed (scripts/test installs torch==2.13.0)")
-    pytest.skip("torch is not installed (bash scripts/test installs torch==2.13.0)", allow_module_level=True)
+    skips.skip_or_fail("TORCH", "torch is not installed (bash scripts/test installs torch==2.13.0)",
+                       allow_module_level=True)
 
 
 def free_port() -> int:
