@@ -23,7 +23,6 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-import skips
 from black_hole_support import BlackHole
 from torchspec.errors import RequestTimeoutError, UnreachableError, UsageError
 from torchspec.schedulers import request_timeout
@@ -110,7 +109,6 @@ def test_ray_dashboard_that_never_answers() -> None:
 
 
 def test_docker_engine_that_never_answers() -> None:
-    skips.import_or_skip("docker", "DOCKER", "pip install -e '.[docker]'")
     with BlackHole() as hole:
         check_all("docker", "docker://torchspec/hello-k3x9q2", clean_env(DOCKER_HOST=f"tcp://{hole.address}"),
                   "the Docker engine", f"tcp://{hole.address}", ["docker"])
@@ -118,7 +116,6 @@ def test_docker_engine_that_never_answers() -> None:
 
 
 def test_kubernetes_api_server_that_never_answers(tmp_path: Path) -> None:
-    skips.import_or_skip("kubernetes", "K8S", "pip install -e '.[kubernetes]'")
     with BlackHole() as hole:
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(f"""apiVersion: v1
@@ -202,3 +199,12 @@ def test_is_timeout_follows_what_an_sdk_wraps() -> None:
     assert request_timeout.is_timeout(Retried(TimeoutError()))
     assert not request_timeout.is_timeout(raised_from(ConnectionRefusedError()))  # type: ignore[arg-type]
     assert not request_timeout.is_timeout(Retried(ConnectionResetError()))
+
+
+def test_is_timeout_knows_urllib3s_refusal_from_its_timeouts() -> None:
+    from urllib3 import exceptions  # the docker and kubernetes SDKs' (torchspec's own dependencies)
+    refused = exceptions.NewConnectionError(None, "Failed to establish a new connection: [Errno 111] refused")
+    assert isinstance(refused, exceptions.TimeoutError)  # as urllib3 writes it, for old callers
+    assert not request_timeout.is_timeout(exceptions.MaxRetryError(None, "/", refused))
+    read = exceptions.ReadTimeoutError(None, "/", "Read timed out. (read timeout=1)")
+    assert request_timeout.is_timeout(exceptions.MaxRetryError(None, "/", read))

@@ -75,13 +75,15 @@ def is_timeout(e: BaseException) -> bool:
         found = getattr(sys.modules.get(module), name, None)
         if isinstance(found, type):
             kinds.append(found)
+    # urllib3's error for a connection refused (or a name not found) is a ConnectTimeoutError, for old callers
+    refused = getattr(sys.modules.get("urllib3.exceptions"), "NewConnectionError", None)
     seen: List[BaseException] = []
     todo: List[Optional[BaseException]] = [e]
     while todo:
         current = todo.pop()
         if current is None or any(current is s for s in seen):
             continue
-        if isinstance(current, tuple(kinds)):
+        if isinstance(current, tuple(kinds)) and not (isinstance(refused, type) and isinstance(current, refused)):
             return True
         seen.append(current)
         reason = getattr(current, "reason", None)
