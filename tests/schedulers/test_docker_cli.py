@@ -20,6 +20,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -716,15 +717,32 @@ def test_wait_for_change_wakes_on_the_engines_event(env: Env, docker_cleanup: An
     """A wait ends when a container does (the engine's event stream), not at the next poll."""
     from torchspec.schedulers.docker.scheduler import DockerScheduler
 
-    handle = env.submit(env.spec("short", [env.role("w", "sleep 2", 1)]))
+    # the container runs until the test lets it go: a file in a folder it mounts (an exec or a signal would be
+    # an event of the container's own, waking the wait before the exit)
+    gate = env.tmp / "gate"
+    gate.mkdir()
+    handle = env.submit(env.spec("gated", [env.role("w", "while [ ! -e /gate/go ]; do sleep 0.1; done", 1,
+                                                    mounts=[f"type=bind,src={gate},dst=/gate"])]))
     app = app_id(handle)
     sched = DockerScheduler("test", client=docker_cleanup)
     assert sched.describe(app) is not None
     start = time.monotonic()
-    sched.wait_for_change(app, 0.3)  # the container sleeps on: the whole timeout passes
-    assert 0.25 <= time.monotonic() - start < 2
+    sched.wait_for_change(app, 0.3)  # the container runs on: the whole timeout passes
+    assert time.monotonic() - start >= 0.3
     sched.describe(app)
+    releasing = threading.Event()  # set before the file is made: the exit may wake the wait at once
+
+    def release() -> None:
+        releasing.set()
+        (gate / "go").touch()
+
+    timer = threading.Timer(0.2, release)
+    timer.start()
     start = time.monotonic()
-    sched.wait_for_change(app, 30)  # woken by its exit, about 2 s after it started
-    assert time.monotonic() - start < 10
+    try:
+        sched.wait_for_change(app, 120)  # woken by its exit, long before the timeout
+        assert releasing.is_set(), "woke before the container was let go"
+        assert time.monotonic() - start < 60
+    finally:
+        timer.join()
     assert env.wait(handle) == OK
