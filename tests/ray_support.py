@@ -30,7 +30,8 @@ from typing import Dict, List, Optional
 
 import pytest
 
-REQUIRE_ENV = "TORCHSPEC_REQUIRE_RAY"
+import skips
+
 HOW = "pip install -e '.[ray]' (or run `bash scripts/test`, which does)"
 NODE_CPUS = 2
 NODE_MEMORY = 2_000_000_000
@@ -51,11 +52,8 @@ def ray_or_skip() -> None:
             import ray.dashboard  # noqa: F401  (ray[default])
         except ImportError as e:
             problem = f"ray's job submission client is missing ({e}): ray[default] is needed"
-    if not problem:
-        return
-    if os.environ.get(REQUIRE_ENV) == "1":
-        pytest.fail(f"{REQUIRE_ENV}=1 but {problem}; {HOW}")
-    pytest.skip(f"{problem}; {HOW}")
+    if problem:
+        skips.skip_or_fail("RAY", f"{problem}; {HOW}")
 
 
 def free_ports(n: int) -> List[int]:

@@ -4,13 +4,11 @@ node address and all-reduce to the same value."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import pathlib
 import re
 import socket
 
-import pytest
-
+import skips
 from ray_support import wait_state
 from torchspec.loader import load_app
 from torchspec.schedulers.ray.scheduler import RayScheduler
@@ -19,9 +17,8 @@ from torchspec.specs import AppState
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 if importlib.util.find_spec("torch") is None:
-    if os.environ.get("TORCHSPEC_REQUIRE_TORCH") == "1":
-        raise RuntimeError("TORCHSPEC_REQUIRE_TORCH=1 but torch is not installed (scripts/test installs torch==2.13.0)")
-    pytest.skip("torch is not installed (bash scripts/test installs torch==2.13.0)", allow_module_level=True)
+    skips.skip_or_fail("TORCH", "torch is not installed (bash scripts/test installs torch==2.13.0)",
+                       allow_module_level=True)
 
 ALLREDUCE = '''
 import torch
