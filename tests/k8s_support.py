@@ -19,9 +19,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterator, List, Optional
 
-import pytest
+import skips
 
-REQUIRE_ENV = "TORCHSPEC_REQUIRE_K8S"
 KUBECONFIG_ENV = "TORCHSPEC_K8S_KUBECONFIG"
 DIR_ENV = "TORCHSPEC_K8S_DIR"
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -140,9 +139,7 @@ def cluster_or_skip() -> Cluster:
         problem = background_start_problem(os.environ[UP_RC_ENV], os.environ.get(UP_LOG_ENV, "(unknown)"))
     problem = problem or cluster_problem(kubeconfig, cluster_dir)
     if problem:
-        if os.environ.get(REQUIRE_ENV) == "1":
-            pytest.fail(f"{REQUIRE_ENV}=1 but {problem}; {HOW}")
-        pytest.skip(f"no real Kubernetes cluster: {problem}; {HOW}")
+        skips.skip_or_fail("K8S", f"no real Kubernetes cluster: {problem}; {HOW}")
     return Cluster(kubeconfig=kubeconfig, dir=cluster_dir)
 
 

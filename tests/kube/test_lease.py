@@ -17,8 +17,6 @@ import pytest
 
 from apiserver import FakeApiServer
 
-pytest.importorskip("kubernetes")
-
 from torchspec.errors import BackendError  # noqa: E402
 from torchspec.schedulers.kubernetes.client import Cluster  # noqa: E402
 from torchspec.schedulers.kubernetes.lease import LeaseLock, LeaseLost, LeaseRecord, now_micro, parse_time  # noqa: E402
@@ -61,6 +59,19 @@ def put(apiserver: FakeApiServer, holder: str, renewed: datetime, duration: int 
         apiserver.store.replace(rt, NS, name, {**old, "spec": spec})
 
 
+def eventually(what: str, check: Any, timeout: float = 30.0) -> Any:
+    """``check()``'s first true value, polled; a test waits on the event itself, never a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        assert time.monotonic() < deadline, f"no {what} within {timeout}s"
+        time.sleep(0.05)
+    return value
+
+
+# Durations here are seconds long, so that a holder's renewals (every third of its duration) keep it held on a
+# loaded machine; where a duration is what a test checks, it is measured from a time taken in the test.
+
+
 def test_micro_times_keep_six_digits_and_parse_back() -> None:
     stamp = now_micro()
     assert len(stamp) == 27 and stamp.endswith("Z") and abs(parse_time(stamp) - time.time()) < 5  # type: ignore
@@ -71,60 +82,59 @@ def test_micro_times_keep_six_digits_and_parse_back() -> None:
 
 
 def test_take_wait_renew_release(apiserver: FakeApiServer, locks: Any) -> None:
-    first, second = locks(duration=2), locks(duration=2)
-    assert first.acquire(1)
+    first, second = locks(duration=9), locks(duration=9)
+    assert first.acquire(5)
     spec = stored(apiserver)["spec"]
-    assert spec["holderIdentity"] == first.identity and spec["leaseDurationSeconds"] == 2
+    assert spec["holderIdentity"] == first.identity and spec["leaseDurationSeconds"] == 9
     assert spec["acquireTime"] == spec["renewTime"] and spec["leaseTransitions"] == 0
     assert first.identity.count(":") == 2 and first.identity != second.identity
 
     heard: list[LeaseRecord] = []
     started = time.monotonic()
-    assert not second.acquire(0.5, heard.append)  # held and renewed: the wait runs out
-    assert 0.5 <= time.monotonic() - started < 2
+    assert not second.acquire(0.5, heard.append)  # held and renewed: the wait runs out, all of it
+    assert time.monotonic() - started >= 0.5
     assert [r.holder for r in heard] == [first.identity] and "held by" in heard[0].describe()
 
-    time.sleep(1.2)  # a renewal every third of the duration
-    renewed = stored(apiserver)["spec"]
-    assert renewed["renewTime"] > spec["renewTime"] and renewed["acquireTime"] == spec["acquireTime"]
+    renewed = eventually("renewal (one every third of the duration)",
+                         lambda: (now := stored(apiserver)["spec"])["renewTime"] > spec["renewTime"] and now)
+    assert renewed["acquireTime"] == spec["acquireTime"] and renewed["holderIdentity"] == first.identity
     first.check()
 
     first.release()
     assert "holderIdentity" not in stored(apiserver)["spec"]
     started = time.monotonic()
-    assert second.acquire(5)  # free at once, not after the duration
-    assert time.monotonic() - started < 1
+    assert second.acquire(30)
+    assert time.monotonic() - started < 9  # free at once, not after the duration
     assert stored(apiserver)["spec"]["leaseTransitions"] == 1
 
 
 def test_a_holder_that_died_leaves_a_lease_that_expires(apiserver: FakeApiServer, locks: Any) -> None:
-    dead = locks(duration=2)
-    assert dead.acquire(1)
+    dead = locks(duration=3)
+    before = time.monotonic()  # its renewTime is written after this
+    assert dead.acquire(5)
     dead._stop.set()  # no more renewals, and no release: as after SIGKILL
-    next_one = locks(duration=2)
-    started = time.monotonic()
-    assert next_one.acquire(10)
-    assert 1.0 <= time.monotonic() - started < 3.5
+    next_one = locks(duration=3)
+    assert next_one.acquire(30)
+    assert time.monotonic() - before >= 3 - 0.01  # not before the duration ran out (0.01: the clocks' steps)
     assert stored(apiserver)["spec"]["holderIdentity"] == next_one.identity
     with pytest.raises(LeaseLost, match="not renewed"):
         dead.check()
 
 
 def test_an_expired_lease_is_taken_at_once(apiserver: FakeApiServer, locks: Any) -> None:
-    put(apiserver, "gone:1:abc", datetime.now(timezone.utc) - timedelta(seconds=30), duration=5)
-    lock = locks(duration=5)
-    started = time.monotonic()
-    assert lock.acquire(1) and time.monotonic() - started < 1
+    put(apiserver, "gone:1:abc", datetime.now(timezone.utc) - timedelta(minutes=5), duration=60)
+    lock = locks(duration=60)
+    assert lock.acquire(30)  # at once: waiting out the 60 s duration, it would run out first
 
 
 def test_a_holder_whose_clock_runs_ahead_is_taken_over_after_the_duration_unchanged(
         apiserver: FakeApiServer, locks: Any) -> None:
     """renewTime an hour ahead never looks expired by this clock: the Lease not changing for its duration does."""
-    put(apiserver, "ahead:1:abc", datetime.now(timezone.utc) + timedelta(hours=1), duration=1)
-    lock = locks(duration=1)
-    started = time.monotonic()
-    assert lock.acquire(5)
-    assert 0.9 <= time.monotonic() - started < 3
+    put(apiserver, "ahead:1:abc", datetime.now(timezone.utc) + timedelta(hours=1), duration=2)
+    lock = locks(duration=2)
+    started = time.monotonic()  # the Lease is first read after this
+    assert lock.acquire(30)
+    assert time.monotonic() - started >= 2  # unchanged for its whole duration first
 
 
 def race(takers: list[LeaseLock]) -> list[LeaseLock]:
@@ -134,7 +144,7 @@ def race(takers: list[LeaseLock]) -> list[LeaseLock]:
 
     def take(lock: LeaseLock) -> None:
         barrier.wait()
-        if lock.acquire(0.5):
+        if lock.acquire(2):
             won.append(lock)
 
     threads = [threading.Thread(target=take, args=(t,)) for t in takers]
@@ -171,10 +181,19 @@ def test_real_cluster_four_takers_of_one_expired_lease_one_wins(k8s_cluster: Any
 
 
 def test_a_lease_taken_away_is_lost_and_stays_lost(apiserver: FakeApiServer, locks: Any) -> None:
-    lock = locks(duration=1)
-    assert lock.acquire(1)
+    lock = locks(duration=12)
+    assert lock.acquire(5)
     put(apiserver, "thief:1:abc", datetime.now(timezone.utc), duration=60)
-    time.sleep(0.8)  # the next renewal finds it
+
+    def lost() -> str:
+        try:
+            lock.check()
+        except LeaseLost as e:
+            return e.message
+        return ""
+
+    said = eventually("the next renewal (every 4 s) to find the thief", lost)
+    assert "thief:1:abc took it over" in said, said
     with pytest.raises(LeaseLost, match="thief:1:abc took it over"):
         lock.check()
     lock.release()  # leaves the thief's Lease alone
@@ -183,12 +202,13 @@ def test_a_lease_taken_away_is_lost_and_stays_lost(apiserver: FakeApiServer, loc
 
 def test_renewals_that_fail_make_check_refuse_before_the_lease_runs_out(apiserver: FakeApiServer,
                                                                       locks: Any) -> None:
-    lock = locks(duration=3)
-    assert lock.acquire(1)
+    lock = locks(duration=9)
+    assert lock.acquire(5)
+    held = time.monotonic()  # renewed last (taken) before this: it holds until at most held + 9
     apiserver.fail_next("PUT", r"/leases/lock$", 500, count=100)
-    time.sleep(1.2)
-    lock.check()  # one renewal failed; two thirds are left
-    time.sleep(1.0)
+    eventually("a renewal to fail", lambda: apiserver.faults.pending < 100)
+    lock.check()  # one renewal failed (3 s in); two thirds are left
+    time.sleep(max(0.0, held + 6 - time.monotonic()))  # the duration is the point: two thirds of it gone
     with pytest.raises(LeaseLost, match="not renewed for"):
         lock.check()  # less than a third left: a submit now might outlast it
     apiserver.faults.clear()

@@ -23,9 +23,6 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
-pytest.importorskip("kubernetes")
-pytest.importorskip("kubernetes_validate")
-
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "kube"))
 
 from apiserver import FakeApiServer  # noqa: E402
