@@ -216,3 +216,37 @@ def wait_state(sched, app_id: str, states, timeout: float = 120):
         if desc.state in states or time.monotonic() > deadline:
             return desc
         time.sleep(0.25)
+
+
+#: The states of a placement group that holds, or waits for, the cluster's resources.
+LIVE_GROUP_STATES = ("CREATED", "PENDING", "RESCHEDULING")
+
+
+def live_groups(address: str, submission_id: str, job_id: str = "") -> List[str]:
+    """``name STATE`` of each live placement group of an app: named for its submission id, or made by its
+    driver's Ray job (``job_id``), as a group named otherwise would be; sorted."""
+    from ray.util.state import list_placement_groups
+
+    from torchspec.schedulers.ray.client import _pinned
+    from torchspec.schedulers.ray.states import group_prefix
+
+    with _pinned(f"http://{address}"):
+        groups = list_placement_groups(address=f"http://{address}", limit=10000, raise_on_missing_output=False)
+    return sorted(f"{g.name} {g.state}" for g in groups if str(g.state) in LIVE_GROUP_STATES and (
+        (g.name or "").startswith(group_prefix(submission_id)) or (job_id and g.creator_job_id == job_id)))
+
+
+#: How long an ended app's placement groups may take to go.
+GROUPS_GONE_S = 10.0
+
+
+def groups_left_after_end(sched, app_id: str) -> List[str]:
+    """The ended app's groups still live :data:`GROUPS_GONE_S` after its end (at once when none is)."""
+    desc = sched.describe(app_id)
+    sid, job_id = desc.metadata["submission_id"], desc.metadata["ray_job_id"]
+    deadline = time.monotonic() + GROUPS_GONE_S
+    while True:
+        left = live_groups(sched.dashboard_address, sid, job_id)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.25)

@@ -12,7 +12,7 @@ from typing import Iterator, List
 
 import pytest
 
-from ray_support import wait_state
+from ray_support import groups_left_after_end, wait_state
 from torchspec import specs
 from torchspec.errors import AppRefusedError
 from torchspec.schedulers.api import Stream
@@ -210,6 +210,7 @@ def test_placement_timeout_fails_an_app_that_waits_too_long(ray_sched) -> None:
     desc = wait_state(ray_sched, late_id, TERMINAL, timeout=60)
     assert desc.state == AppState.FAILED
     assert "the app cannot be placed" in desc.msg and "late" in desc.msg and "placement_timeout=2s" in desc.msg
+    assert groups_left_after_end(ray_sched, late_id) == []  # its driver removed the group that waited
     ray_sched.cancel(hog_id)
 
 

@@ -17,7 +17,7 @@ from typing import List
 import pytest
 
 from process_support import app_processes, command_line, wait_empty
-from ray_support import wait_state
+from ray_support import groups_left_after_end, wait_state
 from test_ray_cli import site  # noqa: F401 - the fixture
 from test_ray_cluster import TERMINAL, ray_sched, role, submit  # noqa: F401 - ray_sched: the fixture
 from torchspec import specs
@@ -114,6 +114,7 @@ def test_a_driver_that_dies_leaves_no_replica_and_never_reads_cancelled(ray_sche
     assert desc.state == AppState.FAILED, desc
     assert "driver" in desc.msg, desc.msg
     assert left_after(sid) == []
+    assert groups_left_after_end(ray_sched, app_id) == []  # Ray's removal, or the backstop's job
 
 
 def test_a_node_lost_under_a_replica_fails_the_app_naming_the_node(ray_sched, ray_cluster) -> None:

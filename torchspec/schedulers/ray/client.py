@@ -179,6 +179,13 @@ class RayCluster:
         found = self._state("list_actors", filters=[("ray_namespace", "=", namespace)], limit=10000)
         return [{"name": a.name, "state": str(a.state), "node_id": a.node_id} for a in found]
 
+    def placement_groups(self) -> List[Dict[str, str]]:
+        """Every placement group not removed, as ``{"id", "name", "state", "job_id"}`` (``job_id``: the Ray job
+        that made it, hex)."""
+        found = self._state("list_placement_groups", filters=[("state", "!=", "REMOVED")], limit=10000)
+        return [{"id": g.placement_group_id, "name": g.name or "", "state": str(g.state),
+                 "job_id": g.creator_job_id or ""} for g in found]
+
     def tail(self, submission_id: str) -> Iterator[str]:
         """The job's log as it grows, in chunks, until the job ends (``tail_job_logs`` without asyncio)."""
         loop = asyncio.new_event_loop()

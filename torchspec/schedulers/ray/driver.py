@@ -2,7 +2,7 @@
 
 It runs inside the job, on the cluster, where torchspec arrives as a
 ``py_modules`` entry of the job's runtime_env; so it imports nothing but the
-standard library, :mod:`.states` and :mod:`.placement`, and ``ray`` (in
+standard library, :mod:`.states`, :mod:`.placement` and :mod:`.cleanup`, and ``ray`` (in
 :func:`main`).  It reads its plan (:mod:`.translate`) from the environment
 and then:
 
@@ -20,7 +20,9 @@ and then:
    same bundle (so on the same node);
 5. ends with a summary line (``describe`` reads it) and the first failed
    replica's exit code, 0 when all succeeded; SIGTERM (``cancel``) stops
-   every replica (SIGTERM, then SIGKILL) and exits 143.
+   every replica (SIGTERM, then SIGKILL) and exits 143;
+6. removes its placement groups on every way out, whatever the stage
+   (:mod:`.cleanup`): they hold the cluster's resources until removed.
 
 Each replica runs under a launcher (:mod:`torchspec.schedulers.launcher`)
 that ends all it started, even children in sessions of their own, when the
@@ -42,6 +44,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from torchspec.schedulers.ray.cleanup import remove_groups
 from torchspec.schedulers.ray.placement import never_fits
 from torchspec.schedulers.ray.states import (
     ENV_PLAN,
@@ -49,6 +52,8 @@ from torchspec.schedulers.ray.states import (
     EXIT_UNSCHEDULABLE,
     SUMMARY,
     actor_name,
+    group_name,
+    group_prefix,
     tag,
 )
 
@@ -215,7 +220,8 @@ class Driver:
         if problem:
             return problem
         for role in self.roles:
-            self.pgs.append(placement_group(role["bundles"], strategy=role["strategy"], name=role["role"]))
+            name = group_name(self.plan["app_id"], role["role"])
+            self.pgs.append(placement_group(role["bundles"], strategy=role["strategy"], name=name))
         timeout = self.plan.get("placement_timeout")
         start = last_report = time.monotonic()
         waiting = {pg.ready(): role["role"] for pg, role in zip(self.pgs, self.roles)}
@@ -243,6 +249,19 @@ class Driver:
         say(f"placed {len(self.pgs)} placement group(s) in {time.monotonic() - start:.1f}s")
         self.find_rank0()
         return None
+
+    def remove_groups(self) -> None:
+        """Remove the app's placement groups: those it holds, and any the cluster lists under the app's name
+        (one whose creation the driver did not see return).  Done on every way out, before the summary, and
+        again at the very end for a way out that raised; a failure is said, not raised, since the driver's exit
+        code is the app's (the scheduler's backstop removes what is left)."""
+        try:
+            removed = remove_groups(group_prefix(self.plan["app_id"]), [pg.id.hex() for pg in self.pgs])
+        except Exception as e:  # the cluster's GCS gone away: the driver is ending anyway
+            say(f"could not remove the placement groups: {type(e).__name__}: {e}")
+            return
+        if removed:
+            say(f"removed {len(removed)} placement group(s)")
 
     def find_rank0(self) -> None:
         """Each replica's ``TORCHSPEC_RANK0_HOST``: the node address of its role's replica 0, or 127.0.0.1 on that
@@ -413,8 +432,14 @@ class Driver:
                    "replicas": replicas}
         if failed in self.reasons:
             summary["reason"] = self.reasons[failed]
-        say(SUMMARY + json.dumps(summary, separators=(",", ":")))
+        self.end(summary)
         return code if 0 <= code < 256 else 1
+
+    def end(self, summary: Dict[str, Any]) -> None:
+        """Remove the groups, then print the summary: the driver's last line, since a failed job's message
+        holds only the log's last 10 lines, where ``describe`` looks for it."""
+        self.remove_groups()
+        say(SUMMARY + json.dumps(summary, separators=(",", ":")))
 
     def on_log(self, data: Dict[str, Any]) -> None:
         """Ray's log thread hands each batch of forwarded lines here too: note the replicas' end marks."""
@@ -450,6 +475,9 @@ def _watch_logs(driver: Driver) -> bool:
 
 
 def main() -> int:
+    # first: a cancel while the driver imports ray is acted on, not fatal; and again once connected, since
+    # ray.init puts Ray's own handler in (which logs the signal and breaks the driver's stop path)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     plan = json.loads(os.environ[ENV_PLAN])
     os.environ["RAY_DEDUP_LOGS"] = "0"  # every replica's lines, even where two print the same
     import ray
@@ -460,20 +488,21 @@ def main() -> int:
     if not _watch_logs(driver):
         driver.wait_for_lines = lambda: time.sleep(1.0)  # type: ignore[method-assign]
     try:
+        check_stop()
         problem = driver.place()
         if problem:
             say(problem)
-            say(SUMMARY + json.dumps({"state": "FAILED", "failed": None, "exit_code": EXIT_UNSCHEDULABLE,
-                                      "unschedulable": problem}, separators=(",", ":")))
+            driver.end({"state": "FAILED", "failed": None, "exit_code": EXIT_UNSCHEDULABLE, "unschedulable": problem})
             return EXIT_UNSCHEDULABLE
         return driver.run()
     except Stopped:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         say("stopped (SIGTERM): stopping every replica")
         driver.stop(list(driver.actors))
-        say(SUMMARY + json.dumps({"state": "CANCELLED", "failed": None, "exit_code": EXIT_STOPPED},
-                                 separators=(",", ":")))
+        driver.end({"state": "CANCELLED", "failed": None, "exit_code": EXIT_STOPPED})
         return EXIT_STOPPED
+    finally:
+        driver.remove_groups()  # those a path above did not get to (the driver raised), else nothing
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import time
 from datetime import datetime
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from torchspec.errors import AppRefusedError, NotFoundError
+from torchspec.errors import AppRefusedError, BackendError, NotFoundError
 from torchspec.schedulers.api import (
     Capability,
     DescribeAppResponse,
@@ -25,6 +25,7 @@ from torchspec.schedulers.api import (
     check_replica,
 )
 from torchspec.schedulers.ray import options
+from torchspec.schedulers.ray.cleanup import cleanup_submission, leaked
 from torchspec.schedulers.ray.client import RayCluster
 from torchspec.schedulers.ray.logs import LineFilter, replica_lines
 from torchspec.schedulers.ray.placement import never_fits
@@ -114,7 +115,24 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
         node_ips = cluster.node_ips(a["node_id"] for a in actors)
         # a STOPPED job is CANCELLED only where its driver confirmed it: its log says (status.stopped_state)
         stopped_log = cluster.call("get_job_logs", submission_id) if str(job.status).endswith("STOPPED") else None
+        if is_terminal(job_state(job.status)):
+            self._free_groups(cluster, submission_id, job)
         return describe_job(app_id, job, actors, node_ips, stopped_log)
+
+    def _free_groups(self, cluster: RayCluster, submission_id: str, job: Any) -> None:
+        """The backstop (:mod:`.cleanup`): a terminal app's placement groups that are still live (its driver
+        was killed before it removed them) are removed by a cleanup job.  Here, where status, wait, cancel and
+        delete ask about the app, because a user who sees an app ended expects its resources to be free; the
+        cost is one State API call per look at a terminal app, and a job only where a group was left."""
+        left = leaked(cluster.placement_groups(), submission_id, str(getattr(job, "job_id", "") or ""))
+        if not left:
+            return
+        try:
+            cluster.call("submit_job", **cleanup_submission(submission_id, left))
+        except RuntimeError as e:  # the same leftovers were handed to a cleanup job already
+            if "already exists" not in str(e):
+                raise BackendError(f"cannot submit the job that removes the placement groups app {submission_id}"
+                                   f" left on {cluster.url}: {e}") from None
 
     def list(self) -> List[ListAppResponse]:
         """The jobs torchspec submitted to the cluster at ``dashboard_address`` (else RAY_ADDRESS, else the
@@ -137,7 +155,8 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
     # -- cancelling ------------------------------------------------------------------
 
     def _cancel_existing(self, app_id: str) -> None:
-        """``stop_job``: Ray SIGTERMs the driver, which stops every replica; the job's placement groups go with it."""
+        """``stop_job``: Ray SIGTERMs the driver, which stops every replica and removes the app's placement
+        groups (:mod:`.cleanup`)."""
         located = self._located(app_id)
         if located:
             located[0].call("stop_job", located[1])
@@ -158,6 +177,9 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
                 if time.monotonic() > deadline:
                     break
                 time.sleep(0.2)
+            job = cluster.job(submission_id) or job
+        if is_terminal(job_state(job.status)):
+            self._free_groups(cluster, submission_id, job)
         cluster.call("delete_job", submission_id)
 
     # -- logs ------------------------------------------------------------------------

@@ -120,6 +120,24 @@ def parse_actor_name(name: str) -> Optional[Tuple[str, int, int]]:
     return (match.group(1), int(match.group(2)), int(match.group(3))) if match else None
 
 
+# -- placement groups: one per role -------------------------------------------
+
+
+def group_prefix(submission_id: str) -> str:
+    """``torchspec-trainer-k3x9q2/``: how the name of every placement group of the app starts.
+
+    A submission id and a role name never hold ``/``, so no other app's groups
+    start the same (``torchspec-a-k3x9q2-`` would also start the groups of an
+    app named ``a-k3x9q2``); the backstop finds an app's groups by it alone.
+    """
+    return f"torchspec-{submission_id}/"
+
+
+def group_name(submission_id: str, role: str) -> str:
+    """``torchspec-trainer-k3x9q2/trainer``: the placement group of ``role`` (its bundles: one per replica)."""
+    return group_prefix(submission_id) + role
+
+
 # -- log lines -------------------------------------------------------------------
 
 #: The tag the driver's replicas put on each of their lines, and the driver on its own.
