@@ -12,17 +12,16 @@ import pathlib
 import textwrap
 import time
 import uuid
-from typing import Any, Dict, Iterator
+from datetime import datetime, timezone
+from typing import Any, Dict, Iterator, Optional
 
 import pytest
 
-from test_kubernetes_cluster import Target, status, torchspec, wait_state, write_spec  # noqa: F401
+from test_kubernetes_cluster import Target, open_gate, status, torchspec, until_open, wait_state  # noqa: F401
 from test_kubernetes_cluster import env, k8s_image, real  # noqa: F401 - fixtures
 
 #: every test here runs on the real cluster (through the `real` fixture): run them with the cluster's (last)
 pytestmark = pytest.mark.k8s_cluster
-
-pytest.importorskip("kubernetes")
 
 
 @pytest.fixture
@@ -72,18 +71,48 @@ def queue(real: Target) -> Iterator[str]:  # noqa: F811 - the fixture imported a
     real.cluster.kubectl("delete", "clusterqueue", cq, "--wait=false", check=False)
 
 
-def queued_spec(path: pathlib.Path, name: str, replicas: int, seconds: int) -> pathlib.Path:
+def queued_spec(path: pathlib.Path, name: str, replicas: int, seconds: int = 0,
+                gate: Optional[pathlib.Path] = None) -> pathlib.Path:
+    """An app of ``replicas`` one-CPU replicas that sleep ``seconds``, or with ``gate`` run until the test opens
+    it (test_kubernetes_cluster.until_open): held as long as the test needs, however loaded the machine."""
+    wait = until_open(gate) if gate else f"sleep {seconds}"
+    mounts = f"\n    mounts: [{json.dumps(f'type=bind,src={gate},dst={gate}')}]" if gate else ""
     path.write_text(textwrap.dedent(f"""\
         name: {name}
         roles:
           - name: trainer
             image: torchspec-test/busybox:k8s
             entrypoint: sh
-            args: ["-c", "echo start; sleep {seconds}"]
+            args: ["-c", {json.dumps("echo start; " + wait)}]
             num_replicas: {replicas}
-            resource: {{cpu: 1, memMB: 64}}
-        """))
+            resource: {{cpu: 1, memMB: 64}}""") + mounts + "\n")
     return path
+
+
+def gate_in(tmp_path: pathlib.Path) -> pathlib.Path:
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    return gate
+
+
+def start_times(real: Target) -> Dict[str, float]:
+    """When each app's Job started (Kueue lets a Job start by unsuspending it, which stamps its startTime;
+    whole seconds), by app id."""
+    assert real.cluster is not None
+    out = real.cluster.kubectl(
+        "get", "jobs.batch", "-n", real.ns, "-o",
+        "jsonpath={range .items[*]}{.metadata.labels.torchspec\\.dev/app-id} {.status.startTime}{\"\\n\"}{end}"
+    ).stdout
+    found = {}
+    for line in out.splitlines():
+        if line.strip():
+            app, stamp = line.split()
+            found[app] = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    return found
+
+
+def app_of(handle: str) -> str:
+    return handle.rsplit(":", 1)[1]
 
 
 def submit_to(real: Target, spec: pathlib.Path, queue: str, **more: str) -> str:  # noqa: F811
@@ -104,6 +133,14 @@ def held_for(handle: str, seconds: float) -> Dict[str, Any]:
         time.sleep(1)
 
 
+def queued_in_kueue(handle: str, timeout: float = 60) -> None:
+    """Wait until Kueue holds the app's Workload in its queue: the app is PENDING with Kueue's reason."""
+    deadline = time.monotonic() + timeout
+    while not held_for(handle, 0)["msg"]:
+        assert time.monotonic() < deadline, f"Kueue gave {handle} no reason within {timeout:g} s"
+        time.sleep(0.5)
+
+
 def test_an_app_larger_than_the_quota_stays_pending_with_kueues_reason(real: Target, queue: str,  # noqa: F811
                                                                        tmp_path: pathlib.Path) -> None:
     handle = submit_to(real, queued_spec(tmp_path / "big.yaml", "big", replicas=3, seconds=5), queue)
@@ -114,35 +151,41 @@ def test_an_app_larger_than_the_quota_stays_pending_with_kueues_reason(real: Tar
 
 def test_two_apps_that_fit_one_at_a_time_run_one_after_the_other(real: Target, queue: str,  # noqa: F811
                                                                  tmp_path: pathlib.Path) -> None:
-    first = submit_to(real, queued_spec(tmp_path / "a.yaml", "first", replicas=2, seconds=8), queue)
+    gate = gate_in(tmp_path)
+    first = submit_to(real, queued_spec(tmp_path / "a.yaml", "first", replicas=2, gate=gate), queue)
     wait_state(first, ("RUNNING",), timeout=60)
     second = submit_to(real, queued_spec(tmp_path / "b.yaml", "second", replicas=2, seconds=1), queue)
-    pending = held_for(second, 3)
+    pending = held_for(second, 3)  # while the first runs (until the gate opens)
     assert pending["msg"], pending  # Kueue's reason is shown
     assert status(first)["state"] == "RUNNING"
-    done = torchspec("wait", second, "--timeout", "120")
+    opened = int(time.time())  # startTime's whole seconds: the second cannot start before this
+    open_gate(gate)
+    done = torchspec("wait", second, "--timeout", "180")
     assert done.returncode == 0, (done.stdout, done.stderr)
-    assert status(first)["state"] == "SUCCEEDED"  # the second ran only once the first had ended
+    assert status(first)["state"] == "SUCCEEDED"
+    assert start_times(real)[app_of(second)] >= opened  # the second ran only once the first had ended
 
 
 def test_priority_classes_order_the_queue(real: Target, queue: str, tmp_path: pathlib.Path) -> None:  # noqa: F811
-    blocker = submit_to(real, queued_spec(tmp_path / "blocker.yaml", "blocker", replicas=2, seconds=15), queue)
+    gate = gate_in(tmp_path)
+    blocker = submit_to(real, queued_spec(tmp_path / "blocker.yaml", "blocker", replicas=2, gate=gate), queue)
     wait_state(blocker, ("RUNNING",), timeout=60)
     low = submit_to(real, queued_spec(tmp_path / "low.yaml", "low", replicas=2, seconds=3), queue, priority="low")
-    time.sleep(1)  # the low one queued first
+    # the low one queued first: Kueue has its Workload (it gives a reason), created no later than this second;
+    # the high one's is made in a later second, so the order is priority's, not age's
+    queued_in_kueue(low)
+    queued = int(time.time())
+    while int(time.time()) <= queued:
+        time.sleep(0.05)
     high = submit_to(real, queued_spec(tmp_path / "high.yaml", "high", replicas=2, seconds=3), queue,
                      priority="high")
+    queued_in_kueue(high)  # both wait in the queue before the blocker ends
+    open_gate(gate)
     for handle in (high, low):
         done = torchspec("wait", handle, "--timeout", "180")
         assert done.returncode == 0, (done.stdout, done.stderr)
-    # Kueue lets a Job start by unsuspending it, which stamps its startTime: the high one went first
-    assert real.cluster is not None
-    started = dict(line.split() for line in real.cluster.kubectl(
-        "get", "jobs.batch", "-n", real.ns, "-o",
-        "jsonpath={range .items[*]}{.metadata.labels.torchspec\\.dev/app-id} {.status.startTime}{\"\\n\"}{end}"
-    ).stdout.splitlines() if line.strip())
-    app = {h: h.rsplit(":", 1)[1] for h in (high, low)}
-    assert started[app[high]] < started[app[low]], started
+    started = start_times(real)  # the high one went first
+    assert started[app_of(high)] < started[app_of(low)], started
 
 
 def test_a_queue_that_does_not_exist_shows_pending_with_kueues_reason(real: Target, queue: str,  # noqa: F811
