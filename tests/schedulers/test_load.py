@@ -35,12 +35,19 @@ PHASE_S = 300
 CANCELLED = 5
 
 
+#: What a cancel leaves of an app: it is kept, CANCELLED (local, slurm, ray); removed before cancel returns
+#: (docker); or being removed when cancel returns (kubernetes: foreground deletion, the pods' grace period).
+KEPT, REMOVED, REMOVING = "kept", "removed", "removing"
+
+
 class Engine:
-    """How the test reaches one engine: the scheduler and its -c, the spec's image, what is left of an app."""
+    """How the test reaches one engine: the scheduler and its -c, the spec's image, what is left of an app, and
+    what a cancel leaves of it (KEPT, REMOVED, REMOVING), which decides what a wait after it says."""
 
     def __init__(self, scheduler: str, cfg: str, image: str, left: Callable[[str], List[str]],
-                 env: Dict[str, str]) -> None:
+                 env: Dict[str, str], after_cancel: str = KEPT) -> None:
         self.scheduler, self.cfg, self.image, self.left, self.env = scheduler, cfg, image, left, env
+        self.after_cancel = after_cancel
 
 
 def run_all(argvs: List[List[str]], env: Dict[str, str], cwd: pathlib.Path) -> List[subprocess.CompletedProcess]:
@@ -80,7 +87,8 @@ def docker_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engine:
         network.remove()
 
     request.addfinalizer(remove)
-    return Engine("docker", f"network={network.name}", image, left, {"TORCHSPEC_HOME": str(tmp / "home")})
+    return Engine("docker", f"network={network.name}", image, left, {"TORCHSPEC_HOME": str(tmp / "home")},
+                  after_cancel=REMOVED)
 
 
 def kubernetes_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engine:
@@ -92,7 +100,8 @@ def kubernetes_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engi
         out = cluster.kubectl("get", "pods,jobs.batch,services", "-n", ns, "-o", "name").stdout.split()
         return [o for o in out if name in o]
 
-    return Engine("kubernetes", f"namespace={ns},flavor=job", image, left, {"KUBECONFIG": cluster.kubeconfig})
+    return Engine("kubernetes", f"namespace={ns},flavor=job", image, left, {"KUBECONFIG": cluster.kubeconfig},
+                  after_cancel=REMOVING)
 
 
 def slurm_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engine:
@@ -149,11 +158,22 @@ def test_concurrent_submits_statuses_and_cancels(name: str, tmp_path: pathlib.Pa
         assert all("Traceback" not in d.stderr for d in done)
         return done
 
-    # after a cancel, docker and kubernetes remove the app altogether: to wait, it is gone (unknown, exit 2)
+    # after a cancel, what a wait says: the app CANCELLED (kept); unknown, exit 2 (removed); and while it is being
+    # removed, unknown if it went before the wait began, else CANCELLED as it goes ("no longer exists")
+    def gone(d: subprocess.CompletedProcess) -> bool:
+        return d.returncode == 2 and "unknown app" in d.stderr
+
+    def kept(d: subprocess.CompletedProcess) -> bool:
+        return d.returncode == CANCELLED and d.stdout.strip() == "CANCELLED" and "no longer exists" not in d.stderr
+
+    def going(d: subprocess.CompletedProcess) -> bool:
+        return gone(d) or (d.returncode == CANCELLED and d.stdout.strip() == "CANCELLED"
+                           and "the app no longer exists" in d.stderr)
+
+    cancelled = {KEPT: kept, REMOVED: gone, REMOVING: going}[engine.after_cancel]
     ok: Dict[str, Callable[[subprocess.CompletedProcess], bool]] = {
         "submit": lambda d: d.returncode == 0, "status": lambda d: d.returncode == 0,
-        "cancel": lambda d: d.returncode == 0,
-        "wait": lambda d: d.returncode == CANCELLED or (d.returncode == 2 and "unknown app" in d.stderr)}
+        "cancel": lambda d: d.returncode == 0, "wait": cancelled}
     handles = [d.stdout.strip() for d in phase("submit", [["submit", "-s", engine.scheduler, *cfg, str(spec)]] * APPS)]
     assert len(set(handles)) == APPS, f"{name}: {APPS} submits gave {len(set(handles))} distinct handles"
     listed = subprocess.run([sys.executable, "-m", "torchspec", "list", "-s", engine.scheduler, *cfg, "--json"],
