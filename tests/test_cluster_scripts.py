@@ -19,6 +19,7 @@ from typing import Dict, Iterable, List
 import pytest
 
 import script_support
+from k8s_support import cluster_or_skip
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
@@ -32,7 +33,7 @@ BASH = shutil.which("bash") or "/bin/bash"
 # ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["slurm-cluster", "test"])
+@pytest.mark.parametrize("name", ["k8s-cluster", "slurm-cluster", "test"])
 def test_no_die_or_exit_is_reachable_inside_a_substitution(name: str) -> None:
     """Each script's substitutions, with the shared library's functions in view (appended: the script's
     own line numbers stay right)."""
@@ -128,9 +129,70 @@ def assert_refused_at_once(done: "subprocess.CompletedProcess[str]", seconds: fl
         assert not path.exists(), f"{path} was made: {done.stderr}"
 
 
+def test_k8s_up_refuses_at_once_without_the_cni_plugins(tmp_path: pathlib.Path) -> None:
+    """What issue 40 found: without containernetworking-plugins `up` built and started everything, said the
+    cluster was up, and every pod stayed in ContainerCreating."""
+    empty = tmp_path / "no-plugins"
+    empty.mkdir()
+    cluster, cache = tmp_path / "cluster", tmp_path / "cache"
+    done, seconds = run_script("k8s-cluster", "up", str(cluster),
+                               env={"TORCHSPEC_K8S_CNI_DIRS": str(empty), "TORCHSPEC_K8S_CACHE": str(cache)})
+    assert_refused_at_once(done, seconds, [cluster, cache], ["containernetworking-plugins", "apt-get install",
+                                                             "--install-deps"])
+
+
+def test_k8s_up_names_every_missing_prerequisite_in_one_refusal(tmp_path: pathlib.Path) -> None:
+    cluster, cache = tmp_path / "cluster", tmp_path / "cache"
+    path = path_without(tmp_path / "bin", ["curl", "openssl", "runc", "go", "pgrep"])
+    done, seconds = run_script("k8s-cluster", "up", "--fresh", str(cluster),
+                               env={"PATH": path, "TORCHSPEC_K8S_CNI_DIRS": "", "TORCHSPEC_K8S_CACHE": str(cache)})
+    assert_refused_at_once(done, seconds, [cluster, cache], ["curl", "openssl", "runc", "procps",
+                                                             "containernetworking-plugins", "Go >= 1."])
+
+
+def test_k8s_up_install_deps_without_apt_get_says_so_and_starts_nothing(tmp_path: pathlib.Path) -> None:
+    cluster, cache = tmp_path / "cluster", tmp_path / "cache"
+    path = path_without(tmp_path / "bin", ["runc", "apt-get"])
+    done, seconds = run_script("k8s-cluster", "up", "--install-deps", str(cluster),
+                               env={"PATH": path, "TORCHSPEC_K8S_CACHE": str(cache)})
+    assert_refused_at_once(done, seconds, [cluster, cache], ["could not install runc"])
+    assert "no apt-get here" in done.stderr or "only root may install" in done.stderr, done.stderr
+
+
+def test_k8s_restart_refuses_a_component_it_does_not_have(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "cluster").mkdir()
+    done, seconds = run_script("k8s-cluster", "restart", "kube-nothing", str(tmp_path / "cluster"), env={})
+    assert_refused_at_once(done, seconds, [], ["no component kube-nothing", "kube-apiserver"])
+
+
 def test_slurm_start_refuses_at_once_without_slurm_naming_the_packages(tmp_path: pathlib.Path) -> None:
     cluster = tmp_path / "cluster"
     path = path_without(tmp_path / "bin", ["slurmctld", "slurmd", "sinfo", "sbatch", "scontrol", "munged", "munge",
                                            "unmunge", "apt-get"])
     done, seconds = run_script("slurm-cluster", "start", "--nodes", "2", str(cluster), env={"PATH": path})
     assert_refused_at_once(done, seconds, [cluster], ["slurm-wlm", "munge"])
+
+
+# ----------------------------------------------------------------------------
+# The real cluster: `restart` runs the binaries the cache holds now
+# ----------------------------------------------------------------------------
+
+
+def test_k8s_restart_relinks_a_component_to_the_binary_built_last(tmp_path: pathlib.Path) -> None:
+    """A rebuild puts a component's binary in a new cache folder; `restart` links it, as `up` does, instead of
+    running the old one again. Here the link points elsewhere (a copy's link) before the restart: the
+    scheduler, which only delays scheduling while it restarts."""
+    cluster = cluster_or_skip()
+    link = pathlib.Path(cluster.dir) / "bin" / "kube-scheduler"
+    built = link.resolve()
+    elsewhere = tmp_path / "kube-scheduler"
+    elsewhere.symlink_to(built)
+    link.unlink()
+    link.symlink_to(elsewhere)
+    try:
+        cluster.script("restart", "kube-scheduler")
+    finally:
+        if os.readlink(link) != str(built):
+            link.unlink()
+            link.symlink_to(built)
+    assert os.readlink(link) == str(built)
