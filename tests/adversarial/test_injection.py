@@ -37,8 +37,8 @@ HOSTILE = [
 
 SHOW = """\
 #!/usr/bin/env python3
-import json, os, sys
-print("SHOW " + json.dumps({"argv": sys.argv[1:], "env": {k: os.environ[k] for k in os.environ if k.startswith("V")}}))
+import json, os, re, sys
+print("SHOW " + json.dumps({"argv": sys.argv[1:], "env": {k: os.environ[k] for k in os.environ if re.fullmatch("V[0-9]+", k)}}))
 """
 
 
