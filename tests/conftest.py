@@ -15,7 +15,7 @@ import docker_support
 
 #: suite_plan: the suite's order (tests that need the real Kubernetes cluster last) and its time budget;
 #: run_policy: under CI=true a skip is a failure, and the run ends with its counts per engine
-pytest_plugins = ["suite_plan", "run_policy"]
+pytest_plugins = ["run_policy", "suite_plan"]
 
 
 @pytest.fixture(scope="session")

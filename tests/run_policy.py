@@ -51,6 +51,12 @@ def in_ci() -> bool:
     return os.environ.get("CI") == "true"
 
 
+def without_group(nodeid: str) -> str:
+    """The node id without the ``@group`` suffix xdist's loadgroup adds (an ``@`` inside a parameter stays)."""
+    at = nodeid.rfind("@")
+    return nodeid[:at] if at > nodeid.rfind("]") else nodeid
+
+
 def engine_of(nodeid: str) -> str:
     """The engine a test belongs to, by its path (tests/ relative to the root, as pytest names it)."""
     path = nodeid.split("::")[0]
@@ -73,7 +79,7 @@ def engine_of_item(item: pytest.Item) -> str:
     for fixture, name in ENGINE_FIXTURES:
         if fixture in names:
             return name
-    path, _, rest = item.nodeid.partition("::")
+    path, _, rest = without_group(item.nodeid).partition("::")
     if path in BY_PARAMETER and rest.endswith("]"):
         first = re.split(r"[-\]]", rest.rsplit("[", 1)[-1])[0]
         return BY_PARAMETER[path].get(first, "other")
@@ -102,6 +108,15 @@ def skip_reason(report: Any) -> str:
 def one_line(text: str, width: int = 160) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def failure(text: str) -> Any:
+    """A report's ``longrepr`` for a failure that is ``text``, as ``pytest.fail(text, pytrace=False)`` gives it:
+    the short summary shows its first line, and xdist carries it whole from a worker."""
+    try:
+        pytest.fail(text, pytrace=False)
+    except pytest.fail.Exception:
+        return pytest.ExceptionInfo.from_current().getrepr(style="value")
 
 
 @dataclass
@@ -189,26 +204,40 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator[None, Any, None]:
+    """Applies the policy where the test ran (an xdist worker, or this process) and writes on the report what
+    the tally needs, since under xdist only the reports reach the process that prints the summary."""
     outcome = yield
     report = outcome.get_result()
-    tally = item.config.stash[TALLY]
+    report.torchspec_engine = engine_of_item(item)
     if report.skipped:
         reason = skip_reason(report) if not hasattr(report, "wasxfail") else f"xfail: {report.wasxfail}"
         allowed = allowed_reason(item)
         if in_ci() and allowed is None:
             report.outcome = "failed"
-            report.longrepr = (f"skipped under CI=true, where a skip is a failure: {reason}\n(mark the test "
-                               f"@pytest.mark.allowed_skip(REASON) only for a reason CI cannot provide by nature: "
-                               f"{', '.join(ALLOWED)})")
+            report.longrepr = failure(f"skipped under CI=true, where a skip is a failure: {reason}\n(mark the test "
+                                      f"@pytest.mark.allowed_skip(REASON) only for a reason CI cannot provide by "
+                                      f"nature: {', '.join(ALLOWED)})")
             if hasattr(report, "wasxfail"):
                 del report.wasxfail
         elif allowed is not None:
-            tally.allowed[allowed] += 1
+            report.torchspec_allowed = allowed
             reason = f"{reason} [allowed: {allowed}]"
         if report.skipped:
-            tally.record(item.nodeid, engine_of_item(item), "skipped", reason)
-            return
-    tally.record(item.nodeid, engine_of_item(item), "failed" if report.failed else "passed")
+            report.torchspec_skip = reason
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Counts each phase's report where the summary is printed (the xdist controller, or this process)."""
+    if not _CONFIG or not hasattr(report, "torchspec_engine"):
+        return
+    tally = _CONFIG[0].stash[TALLY]
+    if report.skipped:
+        allowed = getattr(report, "torchspec_allowed", None)
+        if allowed is not None:
+            tally.allowed[allowed] += 1
+        tally.record(report.nodeid, report.torchspec_engine, "skipped", getattr(report, "torchspec_skip", ""))
+        return
+    tally.record(report.nodeid, report.torchspec_engine, "failed" if report.failed else "passed")
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

@@ -1,20 +1,24 @@
-"""The order the suite runs in, and its time budget (a pytest plugin that tests/conftest.py loads).
+"""The order the suite runs in, how it is split across processes, and its time budget (a pytest plugin that
+tests/conftest.py loads).
 
-Why an order: on a fresh machine ``scripts/test`` starts the Kubernetes
-test cluster in the background, and its Go build takes about 25 minutes on
-2 cores. Running the tests that need that cluster last lets the build use
-the CPU the other tests leave idle while they wait on Docker, Slurm and
-Ray, so a cold run costs about the longer of the two, not their sum. Order
-is only about time: a cluster test that runs early still waits for the
-cluster (tests/k8s_support.py), so nothing depends on it being right.
+Why processes: most of the suite's time is waiting (on Docker, Slurm, Ray, the Kubernetes cluster, a
+subprocess), so ``scripts/test`` runs it on a few pytest-xdist workers (``-n``, ``--dist loadgroup``).
+Each engine's tests form one xdist group (:func:`group_of`) and so run one after another on one worker, as
+they did before: they share one engine, and their fixtures clean up after whatever appeared during a test.
+Different engines, and the tests that need none, run side by side.
 
-Why a budget: CI must end within 60 minutes on a new machine (its hard
-limit is 90). ``scripts/test`` exports when it started
-(``TORCHSPEC_SUITE_STARTED``, seconds since the epoch) and how long each
-setup step took; the budget test runs last and fails when the whole run,
-setup included, has passed ``TORCHSPEC_SUITE_BUDGET_S`` (3600 by default),
-so a change that makes CI slow fails where it is made, not in the next
-session's CI.
+Why an order: on a fresh machine ``scripts/test`` starts the Kubernetes test cluster in the background, and
+its Go build takes about 25 minutes on 2 cores. While it runs, the tests that need that cluster go last, so
+the build uses the CPU the other tests leave idle; once the cluster is up when the run starts (a warm
+machine), they go first, since as one group they are the run's longest single thread. Order is only about
+time: a cluster test that runs early still waits for the cluster (tests/k8s_support.py), so nothing depends
+on it being right.
+
+Why a budget: CI must end within 60 minutes on a new machine (its hard limit is 90). ``scripts/test``
+exports when it started (``TORCHSPEC_SUITE_STARTED``, seconds since the epoch) and how long each setup step
+took; when the run ends, the process that prints the summary (xdist's controller, or the only one) adds one
+failed test, ``suite budget``, when the whole run, setup included, passed ``TORCHSPEC_SUITE_BUDGET_S``
+(3600 by default), so a change that makes CI slow fails where it is made, not in the next session's CI.
 """
 
 from __future__ import annotations
@@ -25,39 +29,78 @@ from typing import Dict, List, Optional
 
 import pytest
 
+import run_policy
+
 #: The marker of a module or test that uses the real Kubernetes cluster without naming the ``k8s_cluster``
 #: fixture in its signature (``request.getfixturevalue("k8s_cluster")``).
 K8S_MARKER = "k8s_cluster"
-#: The marker of the test that checks the run's time budget: it runs after every other.
-BUDGET_MARKER = "suite_budget"
 STARTED_ENV = "TORCHSPEC_SUITE_STARTED"
 BUDGET_ENV = "TORCHSPEC_SUITE_BUDGET_S"
 SETUP_ENV = "TORCHSPEC_SETUP_TIMINGS"
+#: "1" when the cluster's tests go first: set once by the process that starts the workers, so that every
+#: worker collects the same order (xdist refuses a run whose workers collected differently)
+K8S_FIRST_ENV = "TORCHSPEC_K8S_FIRST"
 DEFAULT_BUDGET_S = 3600.0
+#: The node id of the failure a run over its budget gets.
+BUDGET_NODEID = "tests/suite_plan.py::suite budget"
 
 _session_started = time.time()
 
 
+def is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def cluster_is_up() -> bool:
+    """Whether scripts/test's background start of the cluster has already ended well (or there is none)."""
+    rc_file = os.environ.get("TORCHSPEC_K8S_UP_RC")
+    if not rc_file:
+        return True
+    try:
+        with open(rc_file) as f:
+            return f.read().strip() == "0"
+    except OSError:
+        return False
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", f"{K8S_MARKER}: uses the real Kubernetes cluster (run after the other tests)")
-    config.addinivalue_line("markers", f"{BUDGET_MARKER}: checks the run's time budget (runs after every other test)")
+    config.addinivalue_line("markers", f"{K8S_MARKER}: uses the real Kubernetes cluster (one xdist group)")
+    if not is_worker(config):
+        os.environ[K8S_FIRST_ENV] = "1" if cluster_is_up() else "0"
 
 
 def needs_k8s(item: pytest.Item) -> bool:
     return K8S_MARKER in getattr(item, "fixturenames", ()) or item.get_closest_marker(K8S_MARKER) is not None
 
 
-def plan(items: List[pytest.Item]) -> List[pytest.Item]:
-    """Every other test first, then those that need the real cluster, then the budget check; each group
-    keeps its collected order (a stable partition), so modules still run top to bottom."""
-    budget = [item for item in items if item.get_closest_marker(BUDGET_MARKER)]
-    rest = [item for item in items if not item.get_closest_marker(BUDGET_MARKER)]
-    return [item for item in rest if not needs_k8s(item)] + [item for item in rest if needs_k8s(item)] + budget
+def group_of(item: pytest.Item) -> Optional[str]:
+    """The engine whose tests this one must not run beside: its path's, its fixtures', its parameter's
+    (tests/run_policy.py knows them), or the cluster's for a test marked for it; None for the rest."""
+    engine = run_policy.engine_of_item(item)
+    if engine != "other":
+        return engine
+    return "kubernetes" if needs_k8s(item) else None
 
 
-@pytest.hookimpl(trylast=True)
+def plan(items: List[pytest.Item], k8s_first: bool = False) -> List[pytest.Item]:
+    """The engines' tests first (xdist hands each group to a worker as one unit, where its first test
+    stands), then the rest; the cluster's tests first or last, as ``k8s_first`` says. A stable partition, so
+    modules still run top to bottom."""
+    groups = [group_of(item) for item in items]
+    k8s = [item for item, group in zip(items, groups) if group == "kubernetes"]
+    engines = [item for item, group in zip(items, groups) if group not in (None, "kubernetes")]
+    rest = [item for item, group in zip(items, groups) if group is None]
+    return k8s + engines + rest if k8s_first else engines + rest + k8s
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
-    items[:] = plan(items)
+    """Order first, then group: tryfirst, since xdist's own hook reads the groups to rename the tests."""
+    items[:] = plan(items, os.environ.get(K8S_FIRST_ENV) == "1")
+    for item in items:
+        group = group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def run_started() -> float:
@@ -85,7 +128,34 @@ def setup_timings(raw: Optional[str] = None) -> Dict[str, int]:
     return out
 
 
+def over_budget(elapsed: float, budget: float, setup: Dict[str, int]) -> Optional[str]:
+    """Why a run that took ``elapsed`` seconds fails its budget, or None when it kept to it."""
+    if elapsed <= budget:
+        return None
+    return (f"this run took {elapsed / 60:.1f} min, over its budget of {budget / 60:.0f} min ({BUDGET_ENV}); "
+            f"setup steps in s: {setup or 'not run through scripts/test'}; find the slow tests with "
+            "--durations=40 (docs/development.md, 'CI time')")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Where the summary is printed, a run over its budget gets one failed test (in the counts, the short
+    summary and the exit code). Not on a worker: a worker's own end says nothing about the whole run."""
+    if is_worker(session.config) or session.config.option.collectonly:
+        return
+    why = over_budget(time.time() - run_started(), budget_s(), setup_timings())
+    if why is None:
+        return
+    report = pytest.TestReport(BUDGET_NODEID, ("tests/suite_plan.py", None, "suite budget"), {}, "failed",
+                               run_policy.failure(why), "call")
+    report.torchspec_engine = "other"  # tests/run_policy.py counts it
+    session.config.hook.pytest_runtest_logreport(report=report)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if is_worker(terminalreporter.config):
+        return
     setup = setup_timings()
     elapsed = time.time() - run_started()
     parts = [f"{name} {seconds} s" for name, seconds in setup.items()]

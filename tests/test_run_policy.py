@@ -83,8 +83,8 @@ def test_in_ci_every_kind_of_skip_fails_the_run(tmp_path) -> None:
     r = run(tmp_path, {"test_skips.py": SKIPS_IN_EVERY_WAY, "test_module_skip.py": MODULE_SKIP}, ci="true")
     assert r.returncode == 1, r.stdout + r.stderr
     out = r.stdout
-    assert "FAILED test_skips.py::test_skips_in_the_test - skipped under CI=true" in out
-    assert "ERROR test_skips.py::test_skipif_marker - skipped under CI=true, where a skip is a failure: " \
+    assert "FAILED test_skips.py::test_skips_in_the_test - Failed: skipped under CI=true" in out
+    assert "ERROR test_skips.py::test_skipif_marker - Failed: skipped under CI=true, where a skip is a failure: " \
            "a marker's skip" in out
     assert "FAILED test_skips.py::test_skip_or_fail - Failed: no Docker engine at the test's socket " \
            "(CI=true, so this fails rather than skips)" in out
