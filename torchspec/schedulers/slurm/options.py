@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, Mapping, Optional
+from typing import Dict, List, Mapping, Optional
 
 from torchspec.errors import AppRefusedError
 from torchspec.schedulers import request_timeout
@@ -46,6 +46,17 @@ def slurm_run_opts() -> runopts:
              " as tasks onto fewer nodes")
     opts.add("env", type_=Dict[str, str], default=None,
              help="extra environment variables for every replica, as KEY:VALUE;KEY2:VALUE2")
+    opts.add("licenses", type_=str, default=None, help="licenses the job needs, e.g. matlab:2,fluent (--licenses)")
+    opts.add("exclusive", type_=bool, default=False,
+             help="give every role's nodes to the job alone (--exclusive); per role: the capability slurm.exclusive")
+    opts.add("signal", type_=str, default=None,
+             help="signal the replicas SECONDS before the time limit, as SIGNAL[@SECONDS], e.g. USR1@120"
+             " (--signal; R: allowed, B: refused)")
+    opts.add("sbatch_args", type_=List[str], default=None,
+             help="more sbatch flags for every role's component, as #SBATCH lines: --name or --name=value"
+             " (with -c: --name VALUE), checked against the cluster's sbatch --help")
+    opts.add("srun_args", type_=List[str], default=None,
+             help="more srun flags for every replica's step, like sbatch_args, checked against srun --help")
     request_timeout.add_option(opts)
     return opts
 

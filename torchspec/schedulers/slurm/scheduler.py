@@ -41,6 +41,7 @@ from torchspec.schedulers.slurm.logs import (
     replica_log,
 )
 from torchspec.schedulers.request_timeout import DEFAULT_S, for_cfg, timed_out
+from torchspec.schedulers.slurm.flags import ClientHelp, help_options, helps_needed
 from torchspec.schedulers.slurm.options import slurm_run_opts
 from torchspec.schedulers.slurm.query import (
     SACCT_FIELDS,
@@ -93,6 +94,8 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         #: seconds any one Slurm command may take before the controller counts as not answering (each command
         #: is one request to slurmctld, or a few); see torchspec.schedulers.request_timeout
         self.request_timeout = request_timeout or float(DEFAULT_S)
+        #: what ``sbatch --help`` and ``srun --help`` list, by command, read once (tests set them)
+        self.helps: Dict[str, ClientHelp] = {}
 
     # -- running Slurm's commands -------------------------------------------------
 
@@ -155,9 +158,34 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         from torchspec.redaction import for_describe
         from torchspec.specs.convert import dump_app
 
-        request = app_to_request(app, cfg, os.getcwd())
+        cwd = os.getcwd()
+        helps = {command: self.client_help(command) for command in helps_needed(app, cfg, cwd)}
+        request = app_to_request(app, cfg, cwd, helps)
         request.spec = for_describe(dump_app(app))
         return AppDryRunInfo(request, str)
+
+    def client_help(self, command: str) -> ClientHelp:
+        """The option names ``COMMAND --help`` and ``--usage`` list (pyxis' too, for srun); unknown, and why,
+        where they cannot be read: not installed (a dry run on a laptop), no slurm.conf, no answer."""
+        if command not in self.helps:
+            exe = shutil.which(command)
+            self.helps[command] = (self._read_help(command, exe) if exe is not None
+                                   else ClientHelp(command, None, f"{command} is not installed here"))
+        return self.helps[command]
+
+    def _read_help(self, command: str, exe: str) -> ClientHelp:
+        texts = []
+        for flag in ("--help", "--usage"):
+            try:
+                out = subprocess.run([exe, flag], capture_output=True, text=True, timeout=self.request_timeout)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                return ClientHelp(command, None, f"`{command} {flag}` failed: {e}")
+            if out.returncode != 0:
+                why = first_line(out.stderr.strip()) or f"exit code {out.returncode}"
+                return ClientHelp(command, None, f"`{command} {flag}` failed: {why}")
+            texts.append(out.stdout)
+        options = help_options(*texts)
+        return ClientHelp(command, options) if options else ClientHelp(command, None, f"`{command} --help` lists none")
 
     def schedule(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest]) -> str:
         """``sbatch --parsable`` the script; then keep the spec and script next to the logs."""

@@ -27,6 +27,8 @@ LOG_FILES = {Stream.STDOUT: "stdout.log", Stream.STDERR: "stderr.log", Stream.CO
 CAP_GRES = "slurm.gres"
 #: Resource capability: a per-role ``--constraint`` (node features), on top of the run option.
 CAP_CONSTRAINT = "slurm.constraint"
+#: Resource capability: true (or user, mcs, topo) gives the role's nodes to it alone (``--exclusive``).
+CAP_EXCLUSIVE = "slurm.exclusive"
 #: How often ``logs -f`` asks Slurm whether the job is still alive.
 POLL_S = 1.0
 

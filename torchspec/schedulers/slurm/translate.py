@@ -44,6 +44,15 @@ from torchspec.schedulers.replicas import (
     ENV_ROLE_NAME,
     check_role_names,
 )
+from torchspec.schedulers.slurm.flags import (
+    ClientHelp,
+    Extras,
+    check_slurm_keys,
+    container_opts,
+    exclusive_capability,
+    extras_of,
+    image_of,
+)
 from torchspec.schedulers.slurm.options import HET_WORDS, default_log_root, run_opt, sbatch_value
 from torchspec.schedulers.slurm.states import (
     CAP_CONSTRAINT,
@@ -88,6 +97,8 @@ class SlurmComponent:
     one_node_per_replica: bool
     restarts: int
     replicas: List[SlurmReplica] = field(default_factory=list)
+    #: the container image its replicas run in (pyxis' --container-image), None for a folder
+    container: Optional[str] = None
 
 
 @dataclass
@@ -100,6 +111,8 @@ class SlurmBatchRequest:
     components: List[SlurmComponent]
     max_retries: int
     spec: Dict[str, Any] = field(default_factory=dict)
+    #: comment lines of the script's head: what could not be checked here
+    notes: List[str] = field(default_factory=list)
 
     @property
     def het(self) -> bool:
@@ -263,6 +276,7 @@ def _sbatch_lines(request: SlurmBatchRequest) -> List[str]:
         f"# `torchspec submit -s slurm` submits this script with `{shlex.join(request.sbatch_args())}`;",
         "# `sbatch FILE` runs it too (its own output then goes to Slurm's default, slurm-JOBID.out).",
         f"# Logs: {request.log_root}/JOBID/ROLE/K/{{stdout,stderr,combined}}.log (lines: ISO time, tab, text).",
+        *request.notes,
         "#",
     ]
     lines += [f"#SBATCH {opt}" for opt in request.job_opts]
@@ -270,7 +284,8 @@ def _sbatch_lines(request: SlurmBatchRequest) -> List[str]:
         if c.group > 0:
             lines.append("#SBATCH hetjob")
         where = f"het group {c.group}" if request.het else "the job"
-        lines.append(f"# {where}: role {c.role}, {len(c.replicas)} replica(s)")
+        image = f", in the container image {c.container} (pyxis)" if c.container else ""
+        lines.append(f"# {where}: role {c.role}, {len(c.replicas)} replica(s){image}")
         lines += [f"#SBATCH {opt}" for opt in c.sbatch_opts]
     return lines
 
@@ -391,7 +406,8 @@ def resolve_image(role: Role, cwd: str) -> str:
     if not os.path.isdir(folder):
         raise AppRefusedError(
             f"role {role.name!r}: image {role.image!r} is not a folder ({folder}): on Slurm an image is a folder"
-            f" on the file system the nodes share, and the entrypoint is relative to it"
+            f" on the file system the nodes share, and the entrypoint is relative to it (or a container image,"
+            f" docker://NAME:TAG, which needs pyxis)"
         )
     return folder
 
@@ -537,24 +553,39 @@ def role_to_component(
     cfg: Mapping[str, CfgVal],
     cwd: str,
     nodelist: Optional[str],
+    extras: Optional[Extras] = None,
 ) -> SlurmComponent:
     """The het component of ``role``: its ``#SBATCH`` lines, and one :class:`SlurmReplica` per replica."""
     _check_role(role)
-    img_root = resolve_image(role, cwd)
-    entrypoint = _entrypoint(role, img_root)
+    extras = extras or Extras(log_root=_log_root(cfg))
+    image = image_of(role, cwd)
+    in_container = container_opts(role, group, image, extras) if image else []
+    if image:  # the entrypoint and ${img_root} are the image's; the step starts in the log root
+        img_root, workdir = "", extras.log_root
+        entrypoint = _no_nul(role.name, "entrypoint", role.entrypoint)
+        if "=" in entrypoint:
+            raise AppRefusedError(f"role {role.name!r}: entrypoint {entrypoint!r} holds '=', which env would read"
+                                  f" as a variable")
+    else:
+        img_root = workdir = resolve_image(role, cwd)
+        entrypoint = _entrypoint(role, img_root)
     per_node = bool(cfg.get("one_node_per_replica", True))
     gres = _capability(role, CAP_GRES)
     role_constraint = _capability(role, CAP_CONSTRAINT)
+    exclusive = exclusive_capability(role)  # the role's own, instead of the run option's
+    job_wide = [o for o in extras.sbatch_opts if not (exclusive and o == "--exclusive")]
     policy = RetryPolicy(role.retry_policy)
     return SlurmComponent(
         role=role.name,
         group=group,
-        sbatch_opts=_placement_opts(cfg, role_constraint, nodelist) + _resource_opts(role, per_node, gres),
-        srun_opts=_srun_opts(role, gres),
-        cwd=img_root,
+        sbatch_opts=(_placement_opts(cfg, role_constraint, nodelist) + _resource_opts(role, per_node, gres)
+                     + ([exclusive] if exclusive else []) + job_wide),
+        srun_opts=_srun_opts(role, gres) + in_container + extras.srun_opts,
+        cwd=workdir,
         one_node_per_replica=per_node,
         restarts=role.max_retries if policy == RetryPolicy.REPLICA else 0,
         replicas=_replicas(role, group, cfg, img_root, entrypoint),
+        container=image,
     )
 
 
@@ -598,17 +629,24 @@ def _job_opts(app: AppDef, cfg: Mapping[str, CfgVal], log_root: str, app_retries
     if mail_user:
         job_opts.append(f"--mail-user={mail_user}")
         job_opts.append(f"--mail-type={run_opt(cfg, 'mail_type') or 'END,FAIL'}")
+    licenses = run_opt(cfg, "licenses")
+    if licenses:
+        job_opts.append(f"--licenses={licenses}")
     return job_opts
 
 
-def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], cwd: str) -> SlurmBatchRequest:
-    """The whole request for ``app`` under a resolved ``cfg``; talks to no Slurm."""
+def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], cwd: str,
+                   helps: Optional[Mapping[str, ClientHelp]] = None) -> SlurmBatchRequest:
+    """The whole request for ``app`` under a resolved ``cfg``; talks to no Slurm.  ``helps``: what the
+    cluster's ``sbatch --help`` and ``srun --help`` list (by command; unknown when missing), which the
+    pass-through flags are checked against and which says whether srun has pyxis."""
     check_role_names(app)  # a role's name names its replicas' log folders
+    check_slurm_keys(app)
     log_root = _log_root(cfg)
     nodelists = _nodelists(app, cfg)
-    components = [
-        role_to_component(role, g, cfg, cwd, nodelists[g] if nodelists else None) for g, role in enumerate(app.roles)
-    ]
+    extras = extras_of(cfg, helps or {}, log_root)
+    components = [role_to_component(role, g, cfg, cwd, nodelists[g] if nodelists else None, extras)
+                  for g, role in enumerate(app.roles)]
     app_retries = max(
         (r.max_retries for r in app.roles if RetryPolicy(r.retry_policy) != RetryPolicy.REPLICA), default=0
     )
@@ -618,4 +656,5 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], cwd: str) -> SlurmBat
         job_opts=_job_opts(app, cfg, log_root, app_retries),
         components=components,
         max_retries=app_retries,
+        notes=extras.notes,
     )
