@@ -73,7 +73,7 @@ def test_every_sample_is_run() -> None:
     assert set(runs) == set(samples(PAGES)), [b.where for b in set(samples(PAGES)) - set(runs)]
     assert (len(readme_samples()), len(lint_samples()), len(diff_samples()), len(walkthrough_samples()),
             len(provenance_samples()), len(getting_started_samples()), len(ci_guide_samples()),
-            len(scheduler_page_samples()), len(configuration_samples())) == (1, 1, 3, 3, 1, 6, 2, 13, 1)
+            len(scheduler_page_samples()), len(configuration_samples())) == (1, 1, 3, 3, 1, 6, 2, 14, 1)
 
 
 def test_the_readme_sample(tmp_path: pathlib.Path) -> None:

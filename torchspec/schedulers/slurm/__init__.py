@@ -12,6 +12,7 @@ The package, from the bottom up:
 
 - ``states.py``: Slurm job states as AppStates, file names, what an id may be.
 - ``options.py``: the run options, and the check of every ``#SBATCH`` value.
+- ``flags.py``: ``slurm.*`` keys, signal, exclusive, sbatch_args/srun_args (checked against ``--help``), pyxis images.
 - ``translate.py``: the request (its text is the sbatch script) and AppDef -> request; pure.
 - ``query.py``: what ``scontrol``/``squeue``/``sacct`` answer, as job views and states; pure.
 - ``logs.py``: the log folder: its layout, private writes, reading it back, following a log.
