@@ -55,6 +55,8 @@ The package, lowest module first (each imports only those above it):
     options.py    the run options and the checks of their values
     origin.py     where in the spec a field of a manifest comes from (lint's positions)
     validate.py   validation against Kubernetes' schemas and the bundled CRDs
+    strategic_merge.py  Kubernetes' strategic merge patch (merge keys: patch_strategies.json, from its OpenAPI)
+    pod_patch.py  kubernetes.pod_patch: merged into a pod template, refused where it removes what torchspec made
     translate.py  the request (what a dry run prints) and the pod template
     status.py     reading objects and pods back: states, failures, describe
     client.py     the API clients, creating and deleting objects, API errors

@@ -50,7 +50,7 @@ def _pod_patch_refusals(role: Role) -> List[Refusal]:
            for key in (patch.get("metadata") or {}) if key not in ("labels", "annotations")]
     for key in patch.get("spec") or {}:
         if key == "containers":
-            out.append(Refusal(where + ("spec", key), f"role {role.name!r}: {META_POD_PATCH} replaces the containers;"
+            out.append(Refusal(where + ("spec", key), f"role {role.name!r}: {META_POD_PATCH} sets spec.containers;"
                                " a TrainJob's trainer container comes from the role and the runtime"))
         elif key not in POD_FIELDS:
             out.append(Refusal(where + ("spec", key), f"role {role.name!r}: {META_POD_PATCH} sets spec.{key}, which"

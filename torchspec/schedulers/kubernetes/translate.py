@@ -12,7 +12,6 @@ the flavor wraps around the templates is its module's business (see
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -46,7 +45,7 @@ from torchspec.schedulers.kubernetes.states import (
     Obj,
 )
 from torchspec.schedulers.images import check_container_images
-from torchspec.schedulers.kubernetes.validate import pod_problem
+from torchspec.schedulers.kubernetes.pod_patch import apply_pod_patch
 from torchspec.schedulers.replicas import ENV_APP_ID, ENV_NUM_REPLICAS, ENV_RANK0_HOST, ENV_REPLICA_ID, ENV_ROLE_NAME
 from torchspec.specs import AppDef, BindMount, CfgVal, DeviceMount, RetryPolicy, Role, VolumeMount, macros
 from torchspec.version import __version__
@@ -320,10 +319,12 @@ def _pod_spec(role: Role, container: Obj, volumes: List[Obj], app_id: str, flavo
     return spec
 
 
-def pod_template(role: Role, app_id: str, flavor: str, cfg: Mapping[str, CfgVal], session_name: str) -> Obj:
+def pod_template(role: Role, app_id: str, flavor: str, cfg: Mapping[str, CfgVal], session_name: str,
+                 index: int = 0) -> Obj:
     """The pod template every replica of ``role`` runs from, the same for every flavor but for the
     index variable and the DNS settings each flavor's controller provides; ``kubernetes.pod_patch``
-    applied last and checked.
+    applied last (a strategic merge patch, see pod_patch.py) and checked.  ``index`` is the role's place
+    in the app, where a refusal of its patch points.
 
     ``app_id`` is the app's name; ``${app_id}`` in args and env becomes the full app id
     (:func:`full_app_id`), as the handle has it.  In ``kubernetes.pod_patch`` it stays the name: the
@@ -344,45 +345,8 @@ def pod_template(role: Role, app_id: str, flavor: str, cfg: Mapping[str, CfgVal]
                      "spec": _pod_spec(role, container, volumes, app_id, impl, cfg)}
     patch = filled.metadata.get(META_POD_PATCH)
     if patch is not None:
-        template = apply_pod_patch(role.name, template, patch)
+        template = apply_pod_patch(role.name, template, patch, index)
     return template
-
-
-def _parse_pod_patch(where: str, patch: Any) -> Mapping[str, Any]:
-    """The patch as a mapping of ``metadata`` and/or ``spec`` (from its JSON text if it is text)."""
-    if isinstance(patch, str):
-        try:
-            patch = json.loads(patch)
-        except ValueError as e:
-            raise AppRefusedError(f"{where} is not valid JSON: {e}") from None
-    if not isinstance(patch, Mapping):
-        raise AppRefusedError(f"{where} must be a mapping (a JSON merge patch of the pod template), "
-                              f"not {type(patch).__name__}")
-    unknown = set(patch) - {"metadata", "spec"}
-    if unknown:
-        raise AppRefusedError(f"{where} may only patch metadata and spec of the pod template, not {sorted(unknown)}")
-    return patch
-
-
-def apply_pod_patch(role_name: str, template: Obj, patch: Any) -> Obj:
-    """``template`` with the role's ``kubernetes.pod_patch`` merged in (RFC 7386), or AppRefusedError.
-
-    The patch is a mapping (or its JSON text) shaped like a pod template
-    (``metadata``, ``spec``).  The result must still be a pod: one or more
-    containers with a name and an image, and, where ``kubernetes-validate``
-    is installed, a Pod the newest bundled Kubernetes schema accepts.
-    """
-    where = f"role {role_name!r}: {META_POD_PATCH}"
-    patch = _parse_pod_patch(where, patch)
-    result = merge_patch(template, json.loads(json.dumps(patch)))
-    containers = (result.get("spec") or {}).get("containers")
-    if not isinstance(containers, list) or not containers or not all(
-            isinstance(c, Mapping) and c.get("name") and c.get("image") for c in containers):
-        raise AppRefusedError(f"{where} leaves no valid containers: every container needs a name and an image")
-    problem = pod_problem(result)
-    if problem is not None:
-        raise AppRefusedError(f"{where} makes an invalid pod: {problem}")
-    return result
 
 
 # ----------------------------------------------------------------------------
@@ -434,8 +398,8 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, session_
     queue = str(cfg["queue"]) if cfg.get("queue") else None
     keys = _role_keys(app, app_id)
     build = Build(app=app, app_id=app_id, keys=keys,
-                  templates={role.name: pod_template(role, app_id, flavor.name, cfg, session_name)
-                             for role in run_app.roles},
+                  templates={role.name: pod_template(role, app_id, flavor.name, cfg, session_name, index)
+                             for index, role in enumerate(run_app.roles)},
                   k8s_version=k8s_version, ttl=int(ttl) if ttl is not None else None,  # type: ignore[arg-type]
                   queue=queue, priority_class=str(cfg["priority_class"]) if cfg.get("priority_class") else None,
                   namespace=namespace, labels=app_labels(app_id, flavor.name, session_name),
