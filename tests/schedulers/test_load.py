@@ -45,9 +45,12 @@ class Engine:
     what a cancel leaves of it (KEPT, REMOVED, REMOVING), which decides what a wait after it says."""
 
     def __init__(self, scheduler: str, cfg: str, image: str, left: Callable[[str], List[str]],
-                 env: Dict[str, str], after_cancel: str = KEPT) -> None:
+                 env: Dict[str, str], after_cancel: str = KEPT,
+                 explain: Callable[[str], str] = lambda handle: "") -> None:
         self.scheduler, self.cfg, self.image, self.left, self.env = scheduler, cfg, image, left, env
         self.after_cancel = after_cancel
+        #: what the engine itself recorded of an app a command failed on, for the failure's message
+        self.explain = explain
 
 
 def run_all(argvs: List[List[str]], env: Dict[str, str], cwd: pathlib.Path) -> List[subprocess.CompletedProcess]:
@@ -116,8 +119,19 @@ def slurm_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engine:
 
 def ray_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engine:
     cluster = request.getfixturevalue("ray_cluster")
+
+    def job_log(handle: str) -> str:  # the driver's own lines say how the app ended (or did not)
+        from torchspec.schedulers.ray.client import RayCluster
+        from torchspec.schedulers.ray.states import split_app_id
+
+        address, submission_id = split_app_id(handle.rsplit("/", 1)[-1]) or ("", "")
+        try:
+            return "\n".join(RayCluster(address).call("get_job_logs", submission_id).splitlines()[-40:])
+        except Exception as e:  # the message is only for a failure's diagnosis
+            return f"(its job log could not be read: {e})"
+
     return Engine("ray", f"dashboard_address={cluster.address}", "img", environ_processes,
-                  {"TORCHSPEC_HOME": str(tmp / "home")})
+                  {"TORCHSPEC_HOME": str(tmp / "home")}, explain=job_log)
 
 
 ENGINES: Dict[str, Callable[[pathlib.Path, pytest.FixtureRequest], Engine]] = {
@@ -154,7 +168,8 @@ def test_concurrent_submits_statuses_and_cancels(name: str, tmp_path: pathlib.Pa
         done = run_all(argvs, env, tmp_path)
         timings[what] = time.monotonic() - start
         bad = [(d.args[3:], d.returncode, d.stderr[-300:]) for d in done if not ok[what](d)]
-        assert not bad, f"{name} {what}: {len(bad)} of {len(done)} failed, e.g. {bad[:3]}"
+        assert not bad, (f"{name} {what}: {len(bad)} of {len(done)} failed, e.g. {bad[:3]}; what the engine says "
+                         f"of the first: {engine.explain(bad[0][0][1]) if len(bad[0][0]) > 1 else ''}")
         assert all("Traceback" not in d.stderr for d in done)
         return done
 
