@@ -397,7 +397,8 @@ def test_valid_run_options_pass() -> None:
 @pytest.mark.parametrize("capabilities, message", [
     ({"kubernetes.gpu_resource": {"x": 1}}, "capability 'kubernetes.gpu_resource' must name an extended resource"),
     ({"kubernetes.gpu_resource": "AMD GPU"}, "capability 'kubernetes.gpu_resource' must name"),
-    ({"kubernetes.gpu_resourse": "amd.com/gpu"}, "capability 'kubernetes.gpu_resourse' is not one"),
+    ({"kubernetes.gpu_resourse": "amd.com/gpu"}, "capability 'kubernetes.gpu_resourse' is not one the kubernetes"
+                                                 " scheduler knows: did you mean 'kubernetes.gpu_resource'?"),
     ({"node.kubernetes.io/instance-type": {"x": 1}}, "capability 'node.kubernetes.io/instance-type' is a node label"),
     ({"node.kubernetes.io/instance-type": True}, "is a node label"),
     ({"node.kubernetes.io/instance-type": "p4d 24xlarge"}, "is a node label"),
@@ -408,6 +409,18 @@ def test_capabilities_of_the_wrong_type_or_shape_are_refused(capabilities: Dict[
     with pytest.raises(ValueError, match="role 'trainer': ") as raised:
         objs(app_of(role(resource=resource)))
     assert message in str(raised.value)
+
+
+def test_an_unknown_kubernetes_key_is_refused_at_its_place() -> None:
+    """The check slurm shares (schedulers/spec_keys.py): capabilities and role metadata, every typo at once."""
+    resource = specs.Resource(cpu=1, gpu=1, memMB=128, capabilities={"kubernetes.gpu_resourse": "amd.com/gpu"})
+    with pytest.raises(ValueError) as raised:
+        objs(app_of(role(resource=resource, metadata={"kubernetes.pod_path": {}, "slurm.x": 1})))
+    assert [path for path, _ in raised.value.problems] == [  # type: ignore[attr-defined]
+        ("roles", 0, "resource", "capabilities", "kubernetes.gpu_resourse"),
+        ("roles", 0, "metadata", "kubernetes.pod_path")]
+    assert "metadata key 'kubernetes.pod_path' is not one the kubernetes scheduler knows: did you mean" \
+           " 'kubernetes.pod_patch'?" in str(raised.value)
 
 
 def test_other_schedulers_capabilities_are_left_alone() -> None:

@@ -70,8 +70,9 @@ _HELP_LINE = re.compile(r"^ {1,8}(?:-(?P<short>[A-Za-z])(?:,\s*|\s+)(?=-)|(?=--)
 _USAGE_OPTION = re.compile(r"\[(-[A-Za-z](?![\w-])|--[A-Za-z][\w-]*)")
 _FLAG = re.compile(r"(?P<flag>--[A-Za-z][\w-]*|-[A-Za-z])(?:[= ](?P<value>.*))?", re.S)
 #: An OCI image reference (registry/repository[:tag][@digest]), or enroot's ``registry#repository``.
-_IMAGE_REF = re.compile(r"(?:(?P<registry>[A-Za-z0-9.-]+(?::[0-9]+)?)[/#])?(?P<path>[a-z0-9]+(?:[._-]+[a-z0-9]+)*"
-                        r"(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*)(?P<tag>:[\w][\w.-]{0,127})?(?P<digest>@sha256:[0-9a-f]{64})?")
+_IMAGE_REF = re.compile(r"(?:(?P<registry>[A-Za-z0-9.-]+(?::[0-9]+)?)[/#])?"
+                        r"(?P<path>[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*)"
+                        r"(?P<tag>:[\w][\w.-]{0,127})?(?P<digest>@sha256:[0-9a-f]{64})?")
 
 
 @dataclass(frozen=True)
