@@ -24,6 +24,7 @@ from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.names import AppRef, is_label_value, is_qualified_name, label_value, port_name, \
     role_key
 from torchspec.schedulers.kubernetes.options import check_run_options, flavor_name, parse_version
+from torchspec.schedulers.spec_keys import check_backend_keys, unknown_key
 from torchspec.schedulers.kubernetes.states import (
     ANNOTATION_APP_NAME,
     ANNOTATION_METADATA,
@@ -181,8 +182,8 @@ def check_capabilities(role: Role) -> None:
                 raise AppRefusedError(f"{where} must name an extended resource, e.g. {DEFAULT_GPU_RESOURCE!r},"
                                       f" not {value!r}")
         elif key.startswith("kubernetes."):
-            raise AppRefusedError(f"{where} is not one the kubernetes scheduler knows"
-                                  f" (it knows {CAP_GPU_RESOURCE!r})")
+            raise AppRefusedError(unknown_key("kubernetes", role.name, "resource capability", key,
+                                              (CAP_GPU_RESOURCE,)))
         elif _is_node_label(key):
             if not is_qualified_name(key):
                 raise AppRefusedError(f"{where} is used as a node label key (nodeSelector) but is not a valid one")
@@ -389,6 +390,7 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, session_
     if not app.roles:
         raise AppRefusedError(f"app {app.name!r} has no roles")
     check_run_options(cfg)
+    check_backend_keys(app, "kubernetes", (CAP_GPU_RESOURCE,), (META_POD_PATCH,))  # typos, each at its place
     flavor = FLAVOR_TABLE[flavor_name(cfg)]
     run_app = flavor.adapt(app, cfg)  # first: every field the flavor cannot carry, at once
     check_container_images(app, "kubernetes")
