@@ -54,7 +54,11 @@ def objects(patch: Any, flavor: str) -> List[Dict[str, Any]]:
 
 def pod(patch: Any, flavor: str = "job") -> Dict[str, Any]:
     """The role's pod as the flavor's object runs it (a TrainJob's trainer as its CRD's check sees it)."""
-    objs = objects(patch, flavor)
+    return role_pod(objects(patch, flavor), flavor)
+
+
+def role_pod(objs: List[Dict[str, Any]], flavor: str) -> Dict[str, Any]:
+    """The first role's pod template in the flavor's object."""
     impl = FLAVOR_TABLE[flavor]
     top = next(o for o in objs if (o["apiVersion"], o["kind"]) == (impl.api_version, impl.kind))
     if not impl.custom:  # a batch/v1 Job
@@ -185,3 +189,19 @@ def test_lint_reports_what_the_patch_removed_at_its_line(tmp_path: pathlib.Path)
     d, = lint_paths([str(spec)], LintOptions(scheduler="kubernetes")).diagnostics
     assert (d.code, d.line, d.path) == ("TS601", 10, "roles[0].metadata.kubernetes.pod_patch.spec.volumes[0]")
     assert "removed the volume 'dshm'" in d.message
+
+
+@pytest.mark.parametrize("flavor", PLAIN)
+def test_the_kubernetes_pages_pod_patch_example(tmp_path: pathlib.Path, flavor: str) -> None:
+    """docs/schedulers/kubernetes.md's example under 'Pod patches' does what the page says."""
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "schedulers" / "kubernetes.md").read_text()
+    section = page.split("\n## Pod patches\n", 1)[1].split("\n## ", 1)[0]
+    spec = tmp_path / "patched.yaml"
+    spec.write_text(re.search(r"```yaml\n(name: patched\n.*?)```", section, re.S).group(1))  # type: ignore[union-attr]
+    request = KubernetesScheduler("test").submit_dryrun(load_app(str(spec)), {"flavor": flavor}).request
+    assert validate_manifests(request.objects, ["1.25", "1.37"], list(BUNDLED_CRDS)) == []
+    template = role_pod(request.objects, flavor)
+    trainer, proxy = template["spec"]["containers"]
+    assert trainer["args"] == ["train.py"] and trainer["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert "TORCHSPEC_APP_ID" in env_of(trainer) and "secretKeyRef" in env_of(trainer)["WANDB_API_KEY"]
+    assert proxy["name"] == "proxy" and [v["name"] for v in template["spec"]["volumes"]] == ["dshm", "cache"]
