@@ -164,6 +164,23 @@ def test_dryrun_script_is_accepted_by_sbatch_test_only(sched, image, tmp_path) -
     assert "to start at" in result.stderr
 
 
+def test_exclusive_signal_and_pass_through_flags_are_taken_by_sbatch(sched, image) -> None:
+    """Issue 35: the flags checked against this cluster's own --help reach sbatch and srun, which take them; a
+    typo is refused before anything is submitted; a container image is refused naming pyxis (Debian has none)."""
+    app = specs.AppDef("extras", roles=[role(image, "w", sleep=3)])
+    job_id = sched.submit_app(app, exclusive=True, signal="USR1@30",
+                              sbatch_args=["--nice=7", "--begin=now"], srun_args=["--kill-on-bad-exit=1"])
+    record = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=60)
+    assert "Nice=7" in record.stdout and "OverSubscribe=NO" in record.stdout, record.stdout + record.stderr
+    desc = wait_state(sched, job_id, {AS.SUCCEEDED, AS.FAILED, AS.CANCELLED})
+    assert desc.state == AS.SUCCEEDED, desc.msg
+    assert "done 0" in "".join(sched.log_iter(job_id, "w", 0))
+    with pytest.raises(ValueError, match="did you mean --nice"):
+        sched.submit_app(app, sbatch_args=["--nicee=7"])
+    with pytest.raises(ValueError, match="no pyxis"):
+        sched.submit_app(specs.AppDef("oci", roles=[role("docker://ubuntu:22.04", "w")]))
+
+
 ENV_SH = '#!/bin/bash\necho "LOG_DIR=$LOG_DIR PATH=$PATH HETJOB=$HETJOB umask=$(umask)"\n'
 
 
