@@ -419,6 +419,19 @@ _ALL = [
                 "# or\n"
                 "mounts: [{type: bind, src_path: /data, dst_path: /data}]",
     ),
+    Code(
+        "TS509", "bad-secret", ERROR, "A role's secret reference lacks its name or key, or cannot be used as written.",
+        why="A secret is named by reference (a Secret or ConfigMap name and a key), never written as a value; a "
+            "reference without a name, a variable without the key it reads, or a mount that is no absolute "
+            "folder fails only when a replica starts (a pod stuck in CreateContainerConfigError) or, on the "
+            "other schedulers, at submit.",
+        fix="Give every item of secrets a name and exactly one of env (with key), env_prefix or mount (an "
+            "absolute folder); use a variable name and a key Kubernetes accepts.",
+        example="# bad: no key for the variable\n"
+                "secrets: [{env: HF_TOKEN, name: hf-token}]\n"
+                "# fix\n"
+                "secrets: [{env: HF_TOKEN, name: hf-token, key: token}]",
+    ),
     # scheduler checks (lint --scheduler NAME)
     Code(
         "TS601", "scheduler-refuses", ERROR, "The scheduler named with --scheduler refuses the spec in a dry run.",

@@ -88,7 +88,7 @@ def test_clean_document_yields_nothing() -> None:
 
 
 def test_every_rule_is_registered_once() -> None:
-    assert len(rules.RULES) == len(set(rules.RULES)) == 8
+    assert len(rules.RULES) == len(set(rules.RULES)) == 9
     assert all(r.__doc__ and r.__doc__.startswith("TS5") for r in rules.RULES)
 
 
@@ -469,3 +469,65 @@ def test_severity_comes_from_the_catalogue() -> None:
         assert d.severity == codes.severity(d.code)
         assert d.file == "spec.yaml"
         assert d.document == 0
+
+
+# ---------------------------------------------------------------- TS509 bad-secret
+
+SECRET_TEXT = """\
+name: app
+roles:
+  - name: trainer
+    image: img
+    entrypoint: python
+    env: {LOGLEVEL: INFO}
+    secrets:
+      - {env: HF_TOKEN, name: hf-token}
+      - {env: LOGLEVEL, name: settings, key: level, kind: config_map}
+      - {name: db-creds}
+      - {mount: etc/creds, name: Db_Creds}
+"""
+
+
+def test_ts509_missing_key_name_and_target_are_positioned_with_hints() -> None:
+    from torchspec.lint import lint_text
+
+    found = [d for d in lint_text(SECRET_TEXT, "spec.yaml").diagnostics if d.code == "TS509"]
+    by_line = {(d.line, d.message): d for d in found}
+    messages = " | ".join(d.message for d in found)
+    assert "secret 'hf-token' for the variable 'HF_TOKEN' has no key" in messages
+    assert "the variable 'LOGLEVEL' is set twice" in messages
+    assert "secret 'db-creds' says neither env, env_prefix nor mount" in messages
+    assert "'Db_Creds' is not a Kubernetes object name" in messages and "'etc/creds' is not absolute" in messages
+    lines = sorted(line for line, _ in by_line)
+    assert lines == [8, 9, 10, 11, 11], found
+    missing_key = next(d for d in found if "has no key" in d.message)
+    assert missing_key.path == "roles[0].secrets[0]" and "key: token" in (missing_key.hint or "")
+
+
+def test_ts509_quiet_on_good_references() -> None:
+    good = one_role(env={"A": "1"}, secrets=[
+        {"env": "HF_TOKEN", "name": "hf-token", "key": "token"},
+        {"env_prefix": "DB_", "name": "db-creds"},
+        {"env_prefix": "", "name": "more"},
+        {"mount": "/etc/creds", "name": "db-creds"},
+        {"mount": "/etc/tls", "name": "tls", "key": "tls.crt"},
+        {"env": "LEVEL", "name": "settings", "key": "level", "kind": "config_map"},
+    ])
+    assert check(make(good)) == []
+
+
+@pytest.mark.parametrize(("item", "where", "words"), [
+    ({"env": "T"}, "roles[0].secrets[0]", "has no name"),
+    ({"env": "T", "name": "a", "key": "k", "mount": "/m"}, "roles[0].secrets[0].mount", "both env and mount"),
+    ({"env": "MY-T", "name": "a", "key": "k"}, "roles[0].secrets[0].env", "'MY_T'"),
+    ({"env_prefix": "P", "name": "a", "key": "k"}, "roles[0].secrets[0].key", "every key"),
+    ({"env": "T", "name": "a", "key": "a/b"}, "roles[0].secrets[0].key", "not a Secret or ConfigMap key"),
+])
+def test_ts509_each_problem(item: dict[str, str], where: str, words: str) -> None:
+    found = [d for d in check(make(one_role(secrets=[item]))) if d.code == "TS509"]
+    assert found and any(d.path == where and words in f"{d.message} {d.hint}" for d in found), found
+
+
+def test_ts509_one_mount_folder_twice() -> None:
+    found = check(make(one_role(secrets=[{"mount": "/m", "name": "a"}, {"mount": "/m", "name": "b"}])))
+    assert codes_of(found) == ["TS509"] and found[0].path == "roles[0].secrets[1].mount"

@@ -19,7 +19,7 @@ from torchspec.errors import Diagnostic, did_you_mean, format_path
 from torchspec.loader.document import Document, Path
 
 __all__ = ["MACROS", "SUBSTITUTED_FIELDS", "Rule", "RULES", "check", "find_macros", "fix_env_name",
-           "parse_mount_string", "rule"]
+           "parse_mount_string", "rule", "secret_problems"]
 
 Rule = Callable[[Document], Iterable[Diagnostic]]
 
@@ -412,3 +412,73 @@ def bad_mount(doc: Document) -> Iterator[Diagnostic]:
                 continue
             for message, hint in parse_mount_string(mount):
                 yield _diag(doc, "TS508", message, ("roles", index, "mounts", position), hint)
+
+
+# ---------------------------------------------------------------- secrets (TS509)
+
+#: A Kubernetes object name (a DNS subdomain), and a Secret's or ConfigMap's key.
+_SECRET_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+_SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+_SECRET_TARGETS = ("env", "env_prefix", "mount")
+
+
+def secret_problems(item: dict[str, Any]) -> Iterator[tuple[tuple[str, ...], str, str]]:
+    """Every problem of one ``secrets`` item, as ``(key of the item it is at, or (), message, hint)``."""
+    name, key = item.get("name"), item.get("key")
+    targets = [t for t in _SECRET_TARGETS if t in item]
+    what = f"secret {name!r}" if name else "a secret reference"
+    if not name:
+        yield (), f"{what} has no name", "name the Secret (or ConfigMap) to read, e.g. 'name: hf-token'"
+    elif len(name) > 253 or not _SECRET_NAME.fullmatch(name):
+        yield ("name",), f"secret name {_quote(name)} is not a Kubernetes object name", \
+            "use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
+    if not targets:
+        yield (), f"{what} says neither env, env_prefix nor mount", \
+            "add 'env: VARIABLE' (with key), 'env_prefix: PREFIX' (every key) or 'mount: /folder' (files)"
+    elif len(targets) > 1:
+        yield (targets[1],), f"{what} has both {targets[0]} and {targets[1]}", "write one reference for each use"
+    if "env" in item:
+        if not key:
+            yield (), f"{what} for the variable {item['env']!r} has no key", \
+                f"name the key whose value {item['env']} gets, e.g. 'key: token' (env_prefix takes every key)"
+        if not _ENV_NAME.fullmatch(item["env"]):
+            yield ("env",), f"env name {_quote(item['env'])} is not a valid variable name", \
+                f"rename it to {fix_env_name(item['env'])!r}"
+    if "env_prefix" in item:
+        if key:
+            yield ("key",), f"{what}: env_prefix takes every key of the secret, not only {key!r}", \
+                "write 'env: VARIABLE' with the key instead, or drop the key"
+        if item["env_prefix"] and not _ENV_NAME.fullmatch(item["env_prefix"]):
+            yield ("env_prefix",), f"env_prefix {_quote(item['env_prefix'])} cannot start a variable name", \
+                f"use {fix_env_name(item['env_prefix'])!r}"
+    if "mount" in item and not item["mount"].startswith("/"):
+        yield ("mount",), f"mount folder {_quote(item['mount'])} is not absolute", f"write '/{item['mount']}'"
+    if key and not _SECRET_KEY.fullmatch(key):
+        yield ("key",), f"key {_quote(key)} is not a Secret or ConfigMap key", \
+            "use letters, digits, '-', '_' and '.' only"
+
+
+@rule
+def bad_secret(doc: Document) -> Iterator[Diagnostic]:
+    """TS509: a reference without its name or key, or one Kubernetes would refuse, fails only when a replica
+    starts; a variable set twice (by env and a secret, or two secrets) keeps one value silently."""
+    for index, role in _roles(doc):
+        items = role.get("secrets")
+        if not isinstance(items, list):
+            continue
+        taken = {name: ("roles", index, "env", name) for name in role.get("env") or {}} \
+            if isinstance(role.get("env"), dict) else {}
+        for position, item in enumerate(items):
+            if not isinstance(item, dict):
+                continue
+            at = ("roles", index, "secrets", position)
+            for where, message, hint in secret_problems(item):
+                yield _diag(doc, "TS509", message, at + where, hint)
+            for field, kind in (("env", "variable"), ("mount", "mount folder")):
+                value = item.get(field)
+                if not isinstance(value, str):
+                    continue
+                if (field, value) in taken or (field == "env" and value in taken):
+                    yield _diag(doc, "TS509", f"the {kind} {value!r} is set twice in role {role.get('name')!r}",
+                                at + (field,), "keep one: a replica would get only one of the two values")
+                taken[(field, value) if field == "mount" else value] = at

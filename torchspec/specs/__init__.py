@@ -31,6 +31,7 @@ from torchspec.specs.api import (
     RetryPolicy,
     Role,
     RoleStatus,
+    SecretRef,
     UnknownAppException,
     UnknownSchedulerException,
     VolumeMount,

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, List, Mapping, Optional, TypeVar, Union
 
 from torchspec.specs import cases
+from torchspec.specs.secrets import SecretRef
 
 from torchspec.specs.handles import (
     AppHandle,
@@ -335,6 +336,10 @@ class Role:
     ``port_map`` names ports (``{"tensorboard": 9090}``); ``metadata`` keys
     follow ``$scheduler.$key``.  ``base_image`` is deprecated.
 
+    ``secrets`` (torchspec's, after TorchX's fields, so TorchX-style calls
+    are unchanged) names secrets and ConfigMaps by reference for env
+    variables or files (:class:`~torchspec.specs.secrets.SecretRef`).
+
     ``overrides`` maps attribute names to a zero-argument callable or an
     awaitable that computes the attribute on first read (see
     :mod:`torchspec.specs.overrides`).
@@ -355,6 +360,7 @@ class Role:
     metadata: Dict[str, Any] = field(default_factory=dict)
     mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = field(default_factory=list)
     overrides: Dict[str, Any] = field(default_factory=dict)
+    secrets: List[SecretRef] = field(default_factory=list)
 
     def __getattribute__(self, name: str) -> Any:
         if name == "overrides" or name.startswith("__"):

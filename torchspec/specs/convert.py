@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchspec import specs
+from torchspec.specs.secrets import SECRET
 
 
 def build_app(data: dict[str, Any]) -> specs.AppDef:
@@ -38,7 +39,17 @@ def build_role(r: dict[str, Any]) -> specs.Role:
         port_map={k: int(v) for k, v in r.get("port_map", {}).items()},
         metadata=dict(r.get("metadata", {})),
         mounts=[m for spec in r.get("mounts", []) for m in build_mounts(spec)],
+        secrets=[build_secret(s) for s in r.get("secrets", [])],
     )
+
+
+#: A secret reference's keys, in the order ``dump_secret`` writes them.
+SECRET_KEYS = ("env", "env_prefix", "mount", "name", "key", "kind")
+
+
+def build_secret(value: dict[str, Any]) -> specs.SecretRef:
+    """One ``secrets`` item (``{env: TOKEN, name: hf-token, key: token}``) as a :class:`SecretRef`."""
+    return specs.SecretRef(**{k: str(value[k]) for k in SECRET_KEYS if value.get(k) is not None})
 
 
 def build_resource(value: Any) -> specs.Resource:
@@ -107,7 +118,15 @@ def dump_role(role: specs.Role) -> dict[str, Any]:
         out["metadata"] = dict(role.metadata)
     if role.mounts:
         out["mounts"] = [dump_mount(m) for m in role.mounts]
+    if role.secrets:
+        out["secrets"] = [dump_secret(ref) for ref in role.secrets]
     return out
+
+
+def dump_secret(ref: specs.SecretRef) -> dict[str, Any]:
+    """A reference as spec-file data: its name and key, never a value; ``kind`` only when not ``secret``."""
+    return {k: getattr(ref, k) for k in SECRET_KEYS
+            if getattr(ref, k) is not None and not (k == "kind" and ref.kind == SECRET)}
 
 
 def dump_mount(mount: Any) -> dict[str, Any]:
