@@ -74,6 +74,9 @@ def _refusals(app: AppDef) -> List[Refusal]:
     out += [Refusal(("roles", 0, "port_map", name), f"role {role.name!r}: port {name}={number}: a TrainJob cannot"
                     " declare container ports (the runtime's pod template owns them)")
             for name, number in role.port_map.items() if name not in rendezvous]
+    out += [Refusal(("roles", 0, "secrets", i), f"role {role.name!r}: secret {ref.ref!r} with env_prefix: a TrainJob's"
+                    " trainer takes env entries, not envFrom (name each key with env: and key:)")
+            for i, ref in enumerate(role.secrets) if ref.env_prefix is not None]
     return out + _pod_patch_refusals(role)
 
 
@@ -101,7 +104,7 @@ class TrainJobFlavor(Flavor):
         "entrypoint": "any; torchrun's rendezvous options become the runtime's", "elastic": "refused",
         "retries": "refused: they are the runtime's", "ports": "refused (a torchrun rendezvous port is the runtime's)",
         "mounts": "yes (runtimePatches)", "pod_patch": "the fields runtimePatches takes; others refused",
-        "replica_id": "yes", "queue": "Kueue (spec.suspend)",
+        "replica_id": "yes", "queue": "Kueue (spec.suspend)", "deadline": "spec.activeDeadlineSeconds",
     }
 
     def replica_host(self, app_id: str, key: str, k: int) -> str:

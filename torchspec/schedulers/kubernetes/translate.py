@@ -19,15 +19,17 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from torchspec.errors import AppRefusedError
 from torchspec.schedulers.api import labels_json, labels_of
-from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Version
+from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Refusal, Version
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
-from torchspec.schedulers.kubernetes.names import AppRef, is_label_value, is_qualified_name, label_value, port_name, \
-    role_key
+from torchspec.schedulers.kubernetes.names import AppRef, is_label_value, is_qualified_name, label_value, \
+    metadata_labels, port_name, role_key
+from torchspec.schedulers.kubernetes.resources import container_resources, linux_capabilities
 from torchspec.schedulers.kubernetes.options import check_run_options, flavor_name, parse_version
 from torchspec.schedulers.spec_keys import check_backend_keys, unknown_key
 from torchspec.schedulers.kubernetes.states import (
     ANNOTATION_APP_NAME,
     ANNOTATION_METADATA,
+    ANNOTATION_ONLY_METADATA,
     CAP_GPU_RESOURCE,
     DEFAULT_FLAVOR,
     DEFAULT_GPU_RESOURCE,
@@ -42,11 +44,13 @@ from torchspec.schedulers.kubernetes.states import (
     LABEL_VERSION,
     META_POD_PATCH,
     NAMESPACE_REF,
+    OWN_CAPABILITIES,
     REPLICA_ID_REF,
     Obj,
 )
 from torchspec.schedulers.images import check_container_images
 from torchspec.schedulers.kubernetes.pod_patch import apply_pod_patch
+from torchspec.schedulers.kubernetes.secrets import add_secrets
 from torchspec.schedulers.replicas import ENV_APP_ID, ENV_NUM_REPLICAS, ENV_RANK0_HOST, ENV_REPLICA_ID, ENV_ROLE_NAME
 from torchspec.specs import AppDef, BindMount, CfgVal, DeviceMount, RetryPolicy, Role, VolumeMount, macros
 from torchspec.version import __version__
@@ -146,19 +150,30 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def _resources(role: Role) -> Obj:
-    """Requests and limits (equal, so the pod is Guaranteed and the scheduler reserves what it uses)."""
-    res = role.resource
-    amounts: Dict[str, Any] = {}
-    if res.cpu > 0:
-        amounts["cpu"] = str(res.cpu)
-    if res.memMB > 0:
-        amounts["memory"] = f"{res.memMB}Mi"
-    if res.gpu > 0:
-        amounts[res.capabilities.get(CAP_GPU_RESOURCE) or DEFAULT_GPU_RESOURCE] = str(res.gpu)
-    for name, count in res.devices.items():
-        if count > 0:
-            amounts[name] = str(count)
-    return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
+    """Requests and limits: equal, so the pod is Guaranteed and the scheduler reserves what it uses, but where
+    ``kubernetes.requests``/``kubernetes.limits`` say otherwise (resources.py; checked by :func:`spec_refusals`)."""
+    return container_resources(role, 0)[0]
+
+
+_SPEC_HINT = ("docs/schedulers/kubernetes.md, 'Pods': resources take Kubernetes quantities (500m, 2Gi), Linux"
+              " capabilities their names (IPC_LOCK), labels keys such as team or example.com/cost-center")
+
+
+def spec_refusals(app: AppDef) -> List[Refusal]:
+    """Every problem of the roles' ``kubernetes.requests``, ``kubernetes.limits`` and
+    ``kubernetes.linux_capabilities`` and of the app's metadata as labels, each at its place in the spec."""
+    out: List[Refusal] = []
+    for index, role in enumerate(app.roles):
+        out += container_resources(role, index)[1] + linux_capabilities(role, index)[1]
+    out += [Refusal(path, message) for path, message in _metadata_labels(app)[2]]
+    return out
+
+
+def _metadata_labels(app: AppDef) -> Tuple[Dict[str, str], List[str], List[Tuple[Tuple[Any, ...], str]]]:
+    """The app's metadata as labels of every object and pod (names.metadata_labels)."""
+    reserved = (LABEL_APP_ID, LABEL_ROLE_NAME, LABEL_FLAVOR, LABEL_VERSION, LABEL_SESSION, LABEL_KUEUE_QUEUE,
+                LABEL_KUEUE_PRIORITY)
+    return metadata_labels(labels_of(app), reserved, ANNOTATION_ONLY_METADATA)
 
 
 def _is_node_label(key: str) -> bool:
@@ -181,9 +196,9 @@ def check_capabilities(role: Role) -> None:
             if not isinstance(value, str) or not is_qualified_name(value):
                 raise AppRefusedError(f"{where} must name an extended resource, e.g. {DEFAULT_GPU_RESOURCE!r},"
                                       f" not {value!r}")
-        elif key.startswith("kubernetes."):
+        elif key.startswith("kubernetes.") and key not in OWN_CAPABILITIES:  # those checked by spec_refusals
             raise AppRefusedError(unknown_key("kubernetes", role.name, "resource capability", key,
-                                              (CAP_GPU_RESOURCE,)))
+                                              OWN_CAPABILITIES))
         elif _is_node_label(key):
             if not is_qualified_name(key):
                 raise AppRefusedError(f"{where} is used as a node label key (nodeSelector) but is not a valid one")
@@ -294,8 +309,12 @@ def _container(role: Role, key: str, app_id: str, flavor: Flavor, cfg: Mapping[s
     ports = _ports(role)
     if ports:
         container["ports"] = ports
-    if privileged or cfg.get("privileged"):
-        container["securityContext"] = {"privileged": True}
+    security: Obj = {"privileged": True} if privileged or cfg.get("privileged") else {}
+    added = linux_capabilities(role, 0)[0]
+    if added:
+        security["capabilities"] = {"add": added}
+    if security:
+        container["securityContext"] = security
     return container
 
 
@@ -321,11 +340,11 @@ def _pod_spec(role: Role, container: Obj, volumes: List[Obj], app_id: str, flavo
 
 
 def pod_template(role: Role, app_id: str, flavor: str, cfg: Mapping[str, CfgVal], session_name: str,
-                 index: int = 0) -> Obj:
+                 index: int = 0, labels: Optional[Mapping[str, str]] = None) -> Obj:
     """The pod template every replica of ``role`` runs from, the same for every flavor but for the
     index variable and the DNS settings each flavor's controller provides; ``kubernetes.pod_patch``
     applied last (a strategic merge patch, see pod_patch.py) and checked.  ``index`` is the role's place
-    in the app, where a refusal of its patch points.
+    in the app, where a refusal of its patch points; ``labels``, the app's metadata as labels, go on every pod.
 
     ``app_id`` is the app's name; ``${app_id}`` in args and env becomes the full app id
     (:func:`full_app_id`), as the handle has it.  In ``kubernetes.pod_patch`` it stays the name: the
@@ -341,7 +360,8 @@ def pod_template(role: Role, app_id: str, flavor: str, cfg: Mapping[str, CfgVal]
     if cfg.get("shm_size"):
         volumes[0]["emptyDir"]["sizeLimit"] = str(cfg["shm_size"])  # the /dev/shm emptyDir
     container = _container(role, key, app_id, impl, cfg, filled.entrypoint, volume_mounts, privileged)
-    template: Obj = {"metadata": {"labels": {LABEL_APP_ID: app_id, LABEL_ROLE_NAME: key,
+    add_secrets(role, index, container, volumes)
+    template: Obj = {"metadata": {"labels": {**(labels or {}), LABEL_APP_ID: app_id, LABEL_ROLE_NAME: key,
                                              LABEL_VERSION: label_value(__version__)}},
                      "spec": _pod_spec(role, container, volumes, app_id, impl, cfg)}
     patch = filled.metadata.get(META_POD_PATCH)
@@ -390,7 +410,12 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, session_
     if not app.roles:
         raise AppRefusedError(f"app {app.name!r} has no roles")
     check_run_options(cfg)
-    check_backend_keys(app, "kubernetes", (CAP_GPU_RESOURCE,), (META_POD_PATCH,))  # typos, each at its place
+    check_backend_keys(app, "kubernetes", OWN_CAPABILITIES, (META_POD_PATCH,))  # typos, each at its place
+    refusals = spec_refusals(app)
+    if refusals:
+        raise AppRefusedError("; ".join(r.message for r in refusals), _SPEC_HINT,
+                              problems=tuple((r.path, r.message) for r in refusals))
+    labels, label_notes, _ = _metadata_labels(app)
     flavor = FLAVOR_TABLE[flavor_name(cfg)]
     run_app = flavor.adapt(app, cfg)  # first: every field the flavor cannot carry, at once
     check_container_images(app, "kubernetes")
@@ -400,14 +425,14 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, session_
     queue = str(cfg["queue"]) if cfg.get("queue") else None
     keys = _role_keys(app, app_id)
     build = Build(app=app, app_id=app_id, keys=keys,
-                  templates={role.name: pod_template(role, app_id, flavor.name, cfg, session_name, index)
+                  templates={role.name: pod_template(role, app_id, flavor.name, cfg, session_name, index, labels)
                              for index, role in enumerate(run_app.roles)},
                   k8s_version=k8s_version, ttl=int(ttl) if ttl is not None else None,  # type: ignore[arg-type]
                   queue=queue, priority_class=str(cfg["priority_class"]) if cfg.get("priority_class") else None,
-                  namespace=namespace, labels=app_labels(app_id, flavor.name, session_name),
+                  namespace=namespace, labels={**labels, **app_labels(app_id, flavor.name, session_name)},
                   annotations=metadata_annotation(app),
                   kueue_labels=_kueue_labels(cfg) if queue and flavor.kueue else {}, options=cfg, run_app=run_app)
-    notes = retry_notes(app, flavor.name, k8s_version) + flavor.notes(build)
+    notes = retry_notes(app, flavor.name, k8s_version) + flavor.notes(build) + label_notes
     notes.append(f"${{rank0_env}} names {ENV_RANK0_HOST}: "
                  + ", ".join(f"{r.name} -> {flavor.replica_host(app_id, keys[r.name], 0)}" for r in app.roles))
     return KubernetesRequest(app_id=app_id, namespace=namespace, flavor=flavor.name, objects=flavor.build(build),
