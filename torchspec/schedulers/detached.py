@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 #: The folder torchspec is imported from (the one holding the ``torchspec`` package).
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -25,11 +25,12 @@ def _command(module: str, args: List[str], bare: bool) -> List[str]:
 
 
 def start_detached(module: str, args: List[str], log_path: str, cwd: Optional[str] = None, bare: bool = False,
-                   ) -> "subprocess.Popen[bytes]":
+                   env: Optional[Dict[str, str]] = None) -> "subprocess.Popen[bytes]":
     """``python -m module args...`` detached, its stdout and stderr appended to ``log_path``.
 
     ``bare`` is for modules that import only the standard library and
-    torchspec: they start without ``site``.
+    torchspec: they start without ``site``.  ``env``: variables it gets on top
+    of this process's environment (the local supervisor's secret carriers).
     """
     with open(log_path, "ab") as log:
         return subprocess.Popen(
@@ -40,4 +41,5 @@ def start_detached(module: str, args: List[str], log_path: str, cwd: Optional[st
             cwd=cwd,
             start_new_session=True,
             close_fds=True,
+            env={**os.environ, **env} if env else None,
         )

@@ -71,10 +71,15 @@ class ReplicaRequest(_Record):
     when ``prepend_path``.
     """
 
-    _fields = ("role", "replica_id", "args", "env", "cwd", "path_entry", "prepend_path", "output", "error_file")
+    _fields = ("role", "replica_id", "args", "env", "cwd", "path_entry", "prepend_path", "output", "error_file",
+               "secret_env")
 
     def __init__(self, role: str, replica_id: int, args: List[str], env: Dict[str, str], cwd: str,
-                 path_entry: str, prepend_path: bool, output: str, error_file: str) -> None:
+                 path_entry: str, prepend_path: bool, output: str, error_file: str,
+                 secret_env: Optional[Dict[str, List[str]]] = None) -> None:
+        """``secret_env``: variable -> [the supervisor's variable carrying its value, the placeholder a dry run
+        shows]; the values themselves are never in the request (see torchspec/schedulers/secrets.py)."""
+        secret_env = dict(secret_env or {})
         self._assign(locals())
 
     @staticmethod
@@ -106,6 +111,7 @@ class ReplicaRequest(_Record):
             "      env:",
         ]
         lines += [f"        {env_line(key, value)}" for key, value in self.env.items()]
+        lines += [f"        {key}={shown}" for key, (_, shown) in self.secret_env.items()]
         lines.append(f"        {ENV_RESTART_COUNT}=<restarts so far, set at each launch>")
         lines.append(f"      output:   {self.output}")
         return lines

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Pattern
 
 from torchspec.errors import AppRefusedError, NotFoundError, StateError
+from torchspec.schedulers.secrets import carried_values
 from torchspec.schedulers.api import (
     Capability,
     DescribeAppResponse,
@@ -155,8 +156,9 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
     def schedule(self, dryrun_info: AppDryRunInfo[LocalRequest]) -> str:
         """Write the app folder, start its supervisor, and return the app id without waiting."""
         request = dryrun_info.request
+        carried = carried_values(dryrun_info.app) if dryrun_info.app else {}  # before anything is written
         _write_app_folder(request)
-        proc = _start_supervisor(request.app_dir)
+        proc = _start_supervisor(request.app_dir, carried)
 
         def record_pid(state: Dict[str, Any]) -> None:
             state["supervisor"]["pid"] = state["supervisor"].get("pid") or proc.pid
@@ -560,12 +562,13 @@ def _fill_app_folder(request: LocalRequest) -> None:
         os.symlink(app_dir, os.path.join(request.index_dir, request.app_id))
 
 
-def _start_supervisor(app_dir: str) -> "subprocess.Popen[bytes]":
-    """The app's supervisor, in a session of its own so it outlives this process and its terminal's Ctrl-C."""
+def _start_supervisor(app_dir: str, carried: Dict[str, str]) -> "subprocess.Popen[bytes]":
+    """The app's supervisor, in a session of its own so it outlives this process and its terminal's Ctrl-C;
+    ``carried``: the secret values it hands the replicas, in its environment only."""
     try:
         # bare: the supervisor imports only the standard library and torchspec's local package
         return start_detached(SUPERVISOR_MODULE, [app_dir], os.path.join(app_dir, SUPERVISOR_LOG), cwd=app_dir,
-                              bare=True)
+                              bare=True, env=carried)
     except OSError as e:
         reason = f"cannot start the supervisor: {e}"
         update_state(app_dir, lambda st: finish_app(st, "FAILED", reason))

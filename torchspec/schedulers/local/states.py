@@ -26,6 +26,10 @@ LOCK_FILE = "state.lock"
 SUPERVISOR_LOCK = "supervisor.lock"
 SUPERVISOR_LOG = "supervisor.log"
 
+#: The supervisor's variables that carry secret values from schedule to the replicas (never to a file):
+#: torchspec.schedulers.secrets.CARRIER_PREFIX, repeated here for the supervisor, which imports no specs.
+CARRIER_PREFIX = "TORCHSPEC_CARRIED_SECRET_"
+
 # The files of one replica's folder: its output (see logs.py), and the reply file it may leave.
 OUTPUT_LOG = "output.log"
 ERROR_FILE = "error.json"

@@ -75,6 +75,7 @@ from torchspec.schedulers.local.state import (
     write_problem,
 )
 from torchspec.schedulers.local.states import (
+    CARRIER_PREFIX,
     ENV_RESTART_COUNT,
     HEARTBEAT_INTERVAL_S,
     REQUEST_FILE,
@@ -162,6 +163,10 @@ class _Replica:
         """Start the replica's process; a program that cannot start fails the replica with exit code 127."""
         env = dict(os.environ)
         env.update(self.request.env)
+        for name, (carrier, _) in self.request.secret_env.items():
+            env[name] = os.environ.get(carrier, "")  # schedule put every value in this process's environment
+        for name in [name for name in env if name.startswith(CARRIER_PREFIX)]:
+            del env[name]  # a replica gets its own secrets only, by their names
         env[ENV_RESTART_COUNT] = str(self.record["restarts"])
         path = env.get("PATH")
         entry = self.request.path_entry

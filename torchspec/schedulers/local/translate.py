@@ -182,6 +182,7 @@ def app_to_request(
     ]
     if cfg.get("auto_set_cuda_visible_devices"):
         set_cuda_visible_devices(app, roles, device_count)
+    _add_secret_env(app, roles)
     return LocalRequest(
         app_id=app_id,
         app_name=app.name,
@@ -192,6 +193,17 @@ def app_to_request(
         roles=roles,
         labels=labels_of(app),
     )
+
+
+def _add_secret_env(app: AppDef, roles: List[RoleRequest]) -> None:
+    """Each replica's secret variables, by the carrier the supervisor gets their values in (schedule reads them)."""
+    from torchspec.schedulers.secrets import carrier, check_env_names, env_refs, refuse_kubernetes_only
+
+    refuse_kubernetes_only(app, "local")
+    check_env_names(app, {r.name: set(r.replicas[0].env) for r in roles if r.replicas})
+    for index, (role, request) in enumerate(zip(app.roles, roles)):
+        for replica in request.replicas:
+            replica.secret_env = {ref.env: [carrier(index, i), ref.placeholder] for i, ref in env_refs(role)}
 
 
 __all__ = [
