@@ -248,3 +248,39 @@ def test_redact_data_keeps_names_types_and_what_is_no_secret(monkeypatch: pytest
         assert redaction.redact_text(f"x {written} y") == f"x {written[0]}{SHOWN}{written[-1]} y"
     monkeypatch.setenv(VAR, "ab")  # too short to hide: it would blank out words everywhere
     assert redaction.redact_text("ab cd") == "ab cd" and redaction.redact_data(role) is role
+
+
+# ---------------------------------------------------------------- Role.secrets (references): dry runs hold no value
+
+REF_MARKER = "zz-ref-secret-7d2a91"
+REF_SPEC = """\
+name: refs
+roles:
+  - name: trainer
+    image: {image}
+    entrypoint: python3
+    args: [-c, "print(1)"]
+    resource: {{cpu: 1, memMB: 256}}
+    secrets:
+      - {{env: HF_TOKEN, name: hf-token, key: token}}
+"""
+
+
+@pytest.mark.parametrize(("scheduler", "shown"), [
+    ("local", "HF_TOKEN=<secret hf-token/token>"), ("docker", "HF_TOKEN=<secret hf-token/token>"),
+    ("kubernetes", "secretKeyRef"), ("slurm", "does not carry secrets yet"), ("ray", "does not carry secrets yet"),
+])
+def test_secret_references_dry_run_on_every_backend_without_the_value(
+        scheduler: str, shown: str, tmp_path: pathlib.Path) -> None:
+    image = "/tmp" if scheduler in ("local", "slurm", "ray") else "ghcr.io/acme/train:1"
+    spec = tmp_path / "job.yaml"
+    spec.write_text(REF_SPEC.format(image=image))
+    env = {**os.environ, "TORCHSPEC_SECRET_HF_TOKEN_TOKEN": REF_MARKER, "TORCHSPEC_HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "-m", "torchspec", "dryrun", "-s", scheduler, str(spec)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    out = done.stdout + done.stderr
+    assert REF_MARKER not in out
+    assert shown in out, out
+    home = tmp_path / "home"
+    for path in home.rglob("*") if home.exists() else []:
+        assert not path.is_file() or REF_MARKER.encode() not in path.read_bytes(), path

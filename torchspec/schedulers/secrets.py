@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, List, Tuple
+from typing import Dict, List, Set, Tuple
 
 from torchspec.errors import AppRefusedError, UsageError
 from torchspec.specs import AppDef, Role
@@ -114,7 +114,27 @@ def refuse_kubernetes_only(app: AppDef, backend: str) -> None:
                               "name each key as a variable: {env: VAR, name: NAME, key: KEY}", problems=problems)
 
 
-def check_env_names(app: AppDef, taken_by_role: Dict[str, set]) -> None:
+def secret_env_by_role(app: AppDef, backend: str, taken_by_role: Dict[str, Set[str]]) -> Dict[str, Dict[str, List[str]]]:
+    """Role name -> {VAR: [its carrier, its placeholder]}, for the request a dry run prints and ``schedule`` fills
+    from :func:`carried_values`; refuses what ``backend`` cannot carry, and a variable set twice
+    (``taken_by_role``: the variables the backend gives each role's replicas)."""
+    refuse_kubernetes_only(app, backend)
+    check_env_names(app, taken_by_role)
+    return {role.name: {ref.env: [carrier(r, i), ref.placeholder] for i, ref in env_refs(role)}  # type: ignore[misc]
+            for r, role in enumerate(app.roles)}
+
+
+def refuse_secrets(app: AppDef, backend: str) -> None:
+    """AppRefusedError naming every secret reference, each at its place: ``backend`` does not carry secrets yet
+    (rather than starting replicas without them)."""
+    problems = [(("roles", r, "secrets", i), f"role {role.name!r}: secret {ref.ref!r}: the {backend} scheduler does"
+                 " not carry secrets yet") for r, role in enumerate(app.roles) for i, ref in enumerate(role.secrets)]
+    if problems:
+        raise AppRefusedError("; ".join(what for _, what in problems),
+                              "run it on local, docker or kubernetes, or pass the value with env()", problems=problems)
+
+
+def check_env_names(app: AppDef, taken_by_role: Dict[str, Set[str]]) -> None:
     """Refuse a secret variable that the role's env or torchspec sets already (one value would be lost)."""
     for r, role in enumerate(app.roles):
         taken = set(role.env) | taken_by_role.get(role.name, set())

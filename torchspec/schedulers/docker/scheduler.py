@@ -29,6 +29,7 @@ from torchspec.schedulers.api import (
     check_replica,
     parse_labels_json,
 )
+from torchspec.schedulers.secrets import carried_values
 from torchspec.schedulers.docker.engine import (
     UNREACHABLE_HINT,
     docker_errors,
@@ -205,6 +206,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         the error says which step failed.
         """
         job = dryrun_info.request
+        carried = carried_values(dryrun_info.app) if dryrun_info.app else {}  # every secret, before anything is made
         client = self._timed_by(dryrun_info._cfg)
         errors = docker_errors()
         for image in job.images:
@@ -218,7 +220,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
                     job.network, driver="bridge", labels={LABEL_APP_ID: job.app_id, LABEL_VERSION: __version__}
                 )["Id"]
             for container in job.containers:
-                created.append(client.api.create_container(**container.create_kwargs(client.api))["Id"])
+                created.append(client.api.create_container(**container.create_kwargs(client.api, carried))["Id"])
             # the engine takes ~0.5 s to start a container and does several at once
             in_parallel(client.api.start, created)
         except errors.APIError as e:

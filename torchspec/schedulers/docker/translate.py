@@ -37,6 +37,7 @@ from torchspec.schedulers.docker.labels import (
 from torchspec.schedulers.api import labels_json, labels_of
 from torchspec.schedulers.docker.options import pull_policy, stop_timeout
 from torchspec.schedulers.images import check_container_images
+from torchspec.schedulers.secrets import secret_env_by_role
 from torchspec.schedulers.replicas import ENV_RANK0_HOST, dns_label, env_line, replica_env
 from torchspec.specs import AppDef, BindMount, CfgVal, DeviceMount, RetryPolicy, Role, VolumeMount, macros
 from torchspec.version import __version__
@@ -79,9 +80,13 @@ class DockerContainer:
     restart_max: int = 0
     stop_timeout: int = DEFAULT_STOP_TIMEOUT_S
     host_env: List[str] = field(default_factory=list)
+    #: secret variables: VAR -> [the carrier schedule reads its value under, the placeholder a dry run shows]
+    secret_env: Dict[str, List[str]] = field(default_factory=dict)
 
-    def create_kwargs(self, api: "docker.APIClient") -> Dict[str, Any]:
-        """Keyword arguments of ``APIClient.create_container`` for this container."""
+    def create_kwargs(self, api: "docker.APIClient", carried: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+        """Keyword arguments of ``APIClient.create_container`` for this container; ``carried``: the secret
+        values read at submit (torchspec/schedulers/secrets.py), by carrier, which go into the container's env
+        only (``docker inspect`` shows that env to whoever may ask the engine)."""
         from docker.types import DeviceRequest
 
         device_requests = []
@@ -113,7 +118,7 @@ class DockerContainer:
             entrypoint=self.entrypoint,
             command=self.command,
             hostname=self.hostname,
-            environment=self.env,
+            environment={**self.env, **{var: (carried or {})[c] for var, (c, _) in self.secret_env.items()}},
             labels=self.labels,
             working_dir=self.working_dir,
             ports=self.ports or None,
@@ -157,6 +162,7 @@ class DockerContainer:
         for key, value in self.env.items():
             shown = f"{key}=<copied from the submitting environment>" if key in self.host_env else env_line(key, value)
             lines.append(f"      {shown}")
+        lines += [f"      {key}={shown}" for key, (_, shown) in self.secret_env.items()]
         lines.append("    labels:")
         lines += [f"      {key}={value}" for key, value in self.labels.items() if key != LABEL_ROLE]
         lines.append(f"      {LABEL_ROLE}=<the role as JSON, for describe>")
@@ -423,6 +429,9 @@ def app_to_job(
         c for role in app.roles
         for c in role_to_containers(role, app_id, session_name, network, cfg, cwd, environ, app_name=app.name)
     ]
+    by_role = secret_env_by_role(app, "docker", {c.role: set(c.env) for c in containers})
+    for container in containers:
+        container.secret_env = dict(by_role[container.role])
     labels = labels_of(app)
     for container in containers if labels else []:
         container.labels[LABEL_METADATA] = labels_json(labels)

@@ -197,13 +197,12 @@ def app_to_request(
 
 def _add_secret_env(app: AppDef, roles: List[RoleRequest]) -> None:
     """Each replica's secret variables, by the carrier the supervisor gets their values in (schedule reads them)."""
-    from torchspec.schedulers.secrets import carrier, check_env_names, env_refs, refuse_kubernetes_only
+    from torchspec.schedulers.secrets import secret_env_by_role
 
-    refuse_kubernetes_only(app, "local")
-    check_env_names(app, {r.name: set(r.replicas[0].env) for r in roles if r.replicas})
-    for index, (role, request) in enumerate(zip(app.roles, roles)):
+    by_role = secret_env_by_role(app, "local", {r.name: set(r.replicas[0].env) for r in roles if r.replicas})
+    for request in roles:
         for replica in request.replicas:
-            replica.secret_env = {ref.env: [carrier(index, i), ref.placeholder] for i, ref in env_refs(role)}
+            replica.secret_env = dict(by_role[request.name])
 
 
 __all__ = [

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
 from torchspec.errors import AppRefusedError
+from torchspec.schedulers.secrets import refuse_secrets
 from torchspec.schedulers.ray.states import (
     DRIVER_MODULE,
     ENV_PLAN,
@@ -208,6 +209,7 @@ def app_to_request(app: AppDef, address: str, strategy: str, runtime_env: Mappin
                    ) -> RayJobRequest:
     """The whole request for ``app``; talks to no Ray.  ``runtime_env`` comes from :func:`.options.runtime_env`."""
     check_role_names(app)
+    refuse_secrets(app, "ray")
     env = dict(runtime_env)
     env["py_modules"] = [*env.get("py_modules", []), torchspec_folder()]
     env["excludes"] = [*env.get("excludes", []), *(e for e in EXCLUDES if e not in env.get("excludes", []))]

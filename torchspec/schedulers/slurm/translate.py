@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from torchspec.errors import AppRefusedError
+from torchspec.schedulers.secrets import refuse_secrets
 from torchspec.schedulers.api import encode_labels, labels_of
 from torchspec.schedulers.replicas import (
     ENV_APP_ID,
@@ -642,6 +643,7 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], cwd: str,
     pass-through flags are checked against and which says whether srun has pyxis."""
     check_role_names(app)  # a role's name names its replicas' log folders
     check_slurm_keys(app)
+    refuse_secrets(app, "slurm")
     log_root = _log_root(cfg)
     nodelists = _nodelists(app, cfg)
     extras = extras_of(cfg, helps or {}, log_root)
