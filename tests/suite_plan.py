@@ -24,8 +24,10 @@ failed test, ``suite budget``, when the whole run, setup included, passed ``TORC
 from __future__ import annotations
 
 import os
+import resource
 import time
-from typing import Dict, List, Optional
+from collections import Counter
+from typing import Any, Dict, Generator, List, Optional
 
 import pytest
 
@@ -45,6 +47,11 @@ DEFAULT_BUDGET_S = 3600.0
 BUDGET_NODEID = "tests/suite_plan.py::suite budget"
 
 _session_started = time.time()
+#: When the test being run started, in CPU seconds of this process and the children it waited for.
+CPU_START = pytest.StashKey[float]()
+#: How many test files the run's CPU summary lists.
+CPU_TOP = 12
+_cpu_by_file: Counter = Counter()
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -153,9 +160,46 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def cpu_now() -> float:
+    """CPU seconds (user and system) of this process and of the children it has waited for: on two cores, the
+    suite's CPU, not its wall time, is what a cold run (which also builds the cluster) cannot exceed."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    item.stash[CPU_START] = cpu_now()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator[None, Any, None]:
+    """The teardown report carries the test's CPU seconds (the engines' own processes are not counted)."""
+    outcome = yield
+    if call.when == "teardown" and CPU_START in item.stash:
+        outcome.get_result().torchspec_cpu_s = cpu_now() - item.stash[CPU_START]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    cpu = getattr(report, "torchspec_cpu_s", None)
+    if cpu is not None:
+        _cpu_by_file[report.nodeid.split("::")[0]] += cpu
+
+
+def cpu_lines(by_file: Dict[str, float], top: int = CPU_TOP) -> List[str]:
+    total = sum(by_file.values())
+    ranked = sorted(by_file.items(), key=lambda kv: -kv[1])[:top]
+    return [f"CPU of the tests and their subprocesses: {total / 60:.1f} min; the most, by file:"] + [
+        f"  {seconds:7.0f} s  {path}" for path, seconds in ranked]
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if is_worker(terminalreporter.config):
         return
+    if _cpu_by_file:
+        for line in cpu_lines(_cpu_by_file):
+            terminalreporter.write_line(line)
     setup = setup_timings()
     elapsed = time.time() - run_started()
     parts = [f"{name} {seconds} s" for name, seconds in setup.items()]
