@@ -157,7 +157,7 @@ GATES = """\
 
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_pod_patch_field_too_new_for_a_version_is_ts602_in_the_patch(tmp_path, flavor: str) -> None:
-    result, path = lint(tmp_path, GATES, scheduler="kubernetes", scheduler_cfg=f"flavor={flavor}",
+    result, path = lint(tmp_path, GATES, scheduler="kubernetes", scheduler_cfg=f"flavor={flavor},k8s_version=1.25",
                         crd_paths=CRD_FILES[flavor])
     d, = result.diagnostics
     assert (d.code, d.severity) == ("TS602", "error")
@@ -186,12 +186,13 @@ def test_manifest_problem_without_a_patch_is_at_the_roles_line(tmp_path) -> None
         max_retries: 2
     """
     # k8s_version=1.30 renders backoffLimitPerIndex, which Kubernetes 1.25 does not know
-    result, path = lint(tmp_path, text, scheduler="kubernetes", scheduler_cfg="k8s_version=1.30")
+    result, path = lint(tmp_path, text, scheduler="kubernetes", scheduler_cfg="k8s_version=1.30",
+                        k8s_versions=("1.25", "1.37"))
     d, = result.diagnostics
     assert d.code == "TS602" and d.line == line_of(path, "name: ps") and d.path == "roles[1]"
     assert d.message.startswith("Kubernetes 1.25 rejects the Job for role 'ps': spec: ")
     assert "backoffLimitPerIndex" in d.message
-    # by default manifests are rendered for the oldest version checked, which they then fit
+    # manifests are rendered for the oldest version checked (by default the newest bundled), which they then fit
     assert lint(tmp_path, text, scheduler="kubernetes")[0].diagnostics == []
     assert lint(tmp_path, text, scheduler="kubernetes", scheduler_cfg={"k8s_version": "1.30"},
                 k8s_versions=("1.30", "1.37"))[0].diagnostics == []
@@ -225,7 +226,7 @@ def test_object_level_crd_problem_is_at_the_top_of_the_document(tmp_path, flavor
 
 
 def test_jobset_is_checked_against_the_bundled_crd_without_crd(tmp_path) -> None:
-    result, _ = lint(tmp_path, GATES, scheduler="kubernetes", scheduler_cfg="flavor=jobset")
+    result, _ = lint(tmp_path, GATES, scheduler="kubernetes", scheduler_cfg="flavor=jobset,k8s_version=1.25")
     assert [d.code for d in result.diagnostics] == ["TS602"]
     assert "JobSet" in result.diagnostics[0].message and "schedulingGates" in result.diagnostics[0].source_line
     assert not any("no CRD" in note for note in result.notes)

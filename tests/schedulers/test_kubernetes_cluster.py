@@ -515,3 +515,75 @@ def test_a_trainjob_on_a_runtime_that_is_not_there_gets_the_webhooks_reason(real
                                                             done.stderr), done.stderr
     assert "RBAC" not in done.stderr, done.stderr
     assert real.leftovers() == []
+
+
+# ----------------------------------------------------------------------------
+# The fields teams need (issue 35): requests apart from limits, Linux capabilities, labels, lint's version
+# ----------------------------------------------------------------------------
+
+FIELDS = """\
+name: fields
+metadata: {{team: ml, owner: alice@example.com}}
+roles:
+  - name: trainer
+    image: {image}
+    entrypoint: sh
+    args: ["-c", "grep CapEff /proc/self/status"]
+    resource:
+      cpu: 1
+      memMB: 64
+      capabilities:
+        kubernetes.requests: {{cpu: 100m, memory: 32Mi}}
+        kubernetes.linux_capabilities: [IPC_LOCK]
+"""
+#: IPC_LOCK's bit in a process's capability sets (linux/capability.h)
+CAP_IPC_LOCK = 14
+
+
+@pytest.mark.parametrize("target", ["stand-in", "real"], indirect=True)
+def test_requests_apart_from_limits_ipc_lock_and_labels_run_and_list_finds_them(target: Target,
+                                                                              tmp_path: pathlib.Path) -> None:
+    spec = tmp_path / "fields.yaml"
+    spec.write_text(FIELDS.format(image=K8S_IMAGE))
+    handle = submit(spec, target.ns, "job")
+    done = torchspec("wait", handle, "--timeout", "120")
+    assert done.returncode == 0 and "SUCCEEDED" in done.stdout, (done.stdout, done.stderr)
+
+    def listed(label: str) -> List[str]:
+        found = torchspec("list", "-s", "kubernetes", "-c", f"namespace={target.ns}", "-l", label, "--json")
+        assert found.returncode == 0, found.stderr
+        return [app["app_handle"] for app in json.loads(found.stdout)]
+
+    assert listed("team=ml") == [handle] and listed("owner=alice@example.com") == [handle]
+    assert listed("team=other") == []
+    if target.cluster is not None:  # what the cluster made of it: a Burstable pod, IPC_LOCK, the labels
+        pods = json.loads(target.cluster.kubectl("get", "pods", "-n", target.ns, "-l",
+                                                 "team=ml,owner=alice_example.com", "-o", "json").stdout)["items"]
+        (pod,) = pods
+        resources = pod["spec"]["containers"][0]["resources"]
+        assert resources == {"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}
+        assert pod["status"]["qosClass"] == "Burstable" and "privileged" not in json.dumps(pod["spec"])
+        jobs = target.cluster.kubectl("get", "jobs.batch,services", "-n", target.ns, "-l", "team=ml", "-o", "name")
+        assert len(jobs.stdout.split()) == 2, jobs.stdout  # the Job and the Service
+        logs = torchspec("logs", handle)
+        assert logs.returncode == 0, logs.stderr
+        effective = int(re.search(r"CapEff:\s*([0-9a-f]+)", logs.stdout).group(1), 16)  # type: ignore[union-attr]
+        assert effective >> CAP_IPC_LOCK & 1, logs.stdout
+    assert torchspec("delete", handle).returncode == 0
+    wait_gone(target)
+
+
+@pytest.mark.parametrize("target", ["stand-in", "real"], indirect=True)
+def test_a_native_sidecar_passes_lint_against_the_clusters_version(target: Target, tmp_path: pathlib.Path) -> None:
+    """lint reads the cluster's /version (the real one: 1.37; the stand-in says 1.31) and checks against it; a
+    native sidecar (Kubernetes 1.29 and newer) passes, and -c k8s_version=1.27 (an older cluster too) refuses it."""
+    from test_kubernetes_fields import SIDECAR  # the spec the stand-in's lint tests check
+
+    spec = tmp_path / "sidecar.yaml"
+    spec.write_text(textwrap.dedent(SIDECAR))
+    done = torchspec("lint", "--scheduler", "kubernetes", str(spec))
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    version = "1.31" if target.cluster is None else "1.37"
+    assert f"checked against Kubernetes {version}, the version of the cluster at" in done.stderr, done.stderr
+    older = torchspec("lint", "--scheduler", "kubernetes", "-c", "k8s_version=1.27", str(spec))
+    assert older.returncode == 1 and "TS602" in older.stdout and "Kubernetes 1.27 rejects" in older.stdout, older

@@ -47,17 +47,26 @@ _UNEXPECTED = re.compile(r"Additional properties are not allowed \('([^']+)'")
 def manifest_check(cfg: Mapping[str, Any], settings: Mapping[str, Any],
                    cluster: "Cluster | None" = None) -> "ManifestCheck":
     """The check ``--k8s-version`` and ``--crd`` ask for, every setting verified (a :class:`UsageError` otherwise);
-    with ``-c server_dry_run=True``, the server's dry run on ``cluster`` too."""
+    with ``-c server_dry_run=True``, the server's dry run on ``cluster`` too.
+
+    The Kubernetes versions checked: ``--k8s-version``'s; else, with ``-c k8s_version=`` (the oldest cluster the
+    manifests must work on), that one and the newest bundled; else the version of the cluster ``cluster`` reaches
+    (its ``/version``, asked with a short timeout); else the newest bundled.
+    """
     from torchspec.schedulers.kubernetes.validate import BUNDLED_CRDS
 
     unknown = [flag for flag, value in settings.items() if value and flag not in ("--k8s-version", "--crd")]
     if unknown:
         verb = "does" if len(unknown) == 1 else "do"
         raise UsageError(f"{' and '.join(unknown)} {verb} not apply to --scheduler kubernetes")
-    versions = _k8s_versions(settings.get("--k8s-version") or ())
+    _require_validator()
+    notes: List[str] = []
+    versions = _k8s_versions(settings.get("--k8s-version") or ()) if settings.get("--k8s-version") else \
+        _default_versions(cfg, cluster, notes)
     crd_paths = tuple(settings.get("--crd") or ()) or BUNDLED_CRDS
     check = ManifestCheck(cfg, versions, crd_paths, _crd_kinds(crd_paths),
                           cluster if cfg.get("server_dry_run") else None)
+    check.notes += notes
     if check.cluster is not None:
         check.cfg["server_dry_run"] = False  # each document's dry run builds the request; finish() sends them all
     if not cfg.get("k8s_version"):
@@ -69,31 +78,82 @@ def manifest_check(cfg: Mapping[str, Any], settings: Mapping[str, Any],
     return check
 
 
-def _k8s_versions(wanted: Sequence[str]) -> tuple[str, ...]:
-    """``wanted`` as ``major.minor`` (default: the oldest and newest bundled), each checked against
-    what kubernetes-validate bundles; without it, a usage error naming the extra that installs it."""
+def _default_versions(cfg: Mapping[str, Any], cluster: "Cluster | None", notes: List[str]) -> tuple[str, ...]:
+    """The versions checked without ``--k8s-version`` (see :func:`manifest_check`); a note says which and why."""
+    bundled = _bundled_versions()
+    newest = bundled[-1] if bundled else DEFAULT_K8S_VERSIONS[-1]
+    if cfg.get("k8s_version"):
+        oldest = _k8s_versions([str(cfg["k8s_version"])], "-c k8s_version")[0]
+        return tuple(dict.fromkeys((oldest, max(oldest, newest, key=_version_key))))
+    found = cluster_version(cluster, str(cfg["context"]) if cfg.get("context") else None)
+    if found is None:  # no cluster (a CI job): no note either, as docs/schedulers/kubernetes.md says
+        return (newest,)
+    version, where = found
+    chosen = min(max(version, bundled[0] if bundled else version, key=_version_key), newest, key=_version_key)
+    clamped = "" if chosen == version else f", the nearest schema kubernetes-validate bundles to its {version}"
+    notes.append(f"kubernetes: manifests checked against Kubernetes {chosen}, the version of the cluster at"
+                 f" {where}{clamped} (-c k8s_version=OLDEST or --k8s-version checks others)")
+    return (chosen,)
+
+
+#: Seconds ``lint --scheduler kubernetes`` waits for the cluster's /version before it checks offline.
+VERSION_TIMEOUT_S = 3.0
+
+
+def cluster_version(cluster: "Cluster | None", context: str | None) -> tuple[str, str] | None:
+    """(``major.minor``, the server's address) of the cluster ``cluster`` reaches through ``context``; None
+    when there is no configuration (then the kubernetes package is not even imported), or no answer within
+    :data:`VERSION_TIMEOUT_S`."""
+    if cluster is None or not cluster.has_configuration():
+        return None
+    try:
+        from kubernetes import client as k8s_client
+
+        api = cluster.client(context)
+        info = k8s_client.VersionApi(api).get_code(_request_timeout=(VERSION_TIMEOUT_S, VERSION_TIMEOUT_S))
+        match = re.match(r"v?(\d+)\.(\d+)", str(info.git_version or "")) or \
+            re.match(r"(\d+)\D*\.(\d+)", f"{info.major}.{info.minor}")
+        if match is None:
+            return None
+        return f"{int(match.group(1))}.{int(match.group(2))}", str(api.configuration.host)
+    except Exception:  # noqa: BLE001 - no kubeconfig, no kubernetes package, no answer: check offline
+        return None
+
+
+def _bundled_versions() -> list[str]:
+    """The ``major.minor`` versions kubernetes-validate has schemas for, oldest first ([] if it cannot say)."""
+    try:
+        from kubernetes_validate.utils import all_versions
+
+        return sorted({".".join(v.split(".")[:2]) for v in all_versions()}, key=_version_key)
+    except Exception:  # noqa: BLE001 - an older or newer kubernetes-validate: trust the caller's versions
+        return []
+
+
+def _require_validator() -> None:
+    """A usage error naming the extra that installs kubernetes-validate, where it is missing."""
     try:
         import kubernetes_validate  # noqa: F401
     except ImportError:
         raise MissingExtraError("checking Kubernetes manifests needs the kubernetes-validate package, which is not"
                                 " installed", "kubernetes-validate", "or: pip install kubernetes-validate") from None
-    try:
-        from kubernetes_validate.utils import all_versions
 
-        bundled = sorted({".".join(v.split(".")[:2]) for v in all_versions()},
-                         key=lambda v: tuple(int(p) for p in v.split(".")))
-    except Exception:  # noqa: BLE001 - an older or newer kubernetes-validate: trust the caller's versions
-        bundled = []
+
+def _k8s_versions(wanted: Sequence[str], flag: str = "--k8s-version") -> tuple[str, ...]:
+    """``wanted`` as ``major.minor`` (default: the oldest and newest bundled), each checked against
+    what kubernetes-validate bundles; without it, a usage error naming the extra that installs it."""
+    _require_validator()
+    bundled = _bundled_versions()
     if not wanted:
         return (bundled[0], bundled[-1]) if bundled else DEFAULT_K8S_VERSIONS
     out: list[str] = []
     for text in wanted:
         match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?", text.strip())
         if match is None:
-            raise UsageError(f"--k8s-version {text!r} is not a Kubernetes version", "write it as 1.29")
+            raise UsageError(f"{flag} {text!r} is not a Kubernetes version", "write it as 1.29")
         version = f"{int(match.group(1))}.{int(match.group(2))}"
         if bundled and version not in bundled:
-            raise UsageError(f"--k8s-version {text}: kubernetes-validate has no schema for Kubernetes {version}",
+            raise UsageError(f"{flag} {text}: kubernetes-validate has no schema for Kubernetes {version}",
                              f"it bundles {bundled[0]} to {bundled[-1]}; upgrade it for newer versions")
         if version not in out:
             out.append(version)

@@ -152,6 +152,11 @@ class Cluster:
         default = os.path.expanduser("~/.kube/config")
         return default if os.path.exists(default) else None
 
+    def has_configuration(self) -> bool:
+        """Whether :meth:`client` has a configuration to load (a kubeconfig, or the pod's service account), known
+        without importing the kubernetes package."""
+        return bool(self._clients) or self._config_file() is not None or "KUBERNETES_SERVICE_HOST" in os.environ
+
     def client(self, context: Optional[str] = None) -> "kubernetes.client.ApiClient":
         """An API client for ``context`` (default: the scheduler's, else the current one), or a
         :class:`BackendError` that says why there is none."""

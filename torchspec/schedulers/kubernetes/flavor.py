@@ -62,6 +62,12 @@ class Build:
         meta["labels"].update(self.kueue_labels)
         return {"apiVersion": flavor.api_version, "kind": flavor.kind, "metadata": meta, "spec": spec}
 
+    @property
+    def active_deadline(self) -> Optional[int]:
+        """Seconds the app may run before it is failed (``-c active_deadline=``), None for no limit."""
+        value = self.option("active_deadline")
+        return None if value is None else int(value)
+
     def option(self, name: str) -> Any:
         """A run option's value, None where not given."""
         value = self.options.get(name)
@@ -164,6 +170,8 @@ class Flavor(abc.ABC):
     template_paths: Dict[str, str] = {}
     #: run options that only some flavors take (see options.FLAVOR_OPTIONS) and this one does
     takes: Tuple[str, ...] = ("ttl", "priority_class", "priority")
+    #: run options that only some flavors take and this one cannot: why not (the refusal says it)
+    lacks: Dict[str, str] = {}
     #: what the flavor does with each part of an app, for the kubernetes page's table (see flavors.carry_table)
     carries: Dict[str, str] = {}
 

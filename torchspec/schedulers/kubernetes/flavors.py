@@ -31,7 +31,7 @@ CARRY_ROWS: Tuple[Tuple[str, str], ...] = (
     ("needs", "needs on the cluster"), ("roles", "roles"), ("entrypoint", "entrypoint"),
     ("elastic", "`min_replicas` < `num_replicas`"), ("retries", "retries"), ("ports", "`port_map`"),
     ("mounts", "mounts"), ("pod_patch", "`kubernetes.pod_patch`"), ("replica_id", "`${replica_id}`"),
-    ("queue", "`-c queue=`"),
+    ("queue", "`-c queue=`"), ("deadline", "`-c active_deadline=`"),
 )
 
 

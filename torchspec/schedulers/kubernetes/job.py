@@ -45,10 +45,14 @@ def _job_retry_fields(role: Role, k8s_version: Version, in_jobset: bool) -> Obj:
     return {"backoffLimit": 0 if in_jobset else role.max_retries}
 
 
-def job_spec(role: Role, template: Obj, k8s_version: Version, ttl: Optional[int], in_jobset: bool = False) -> Obj:
-    """The spec of the Indexed Job that runs every replica of ``role`` from ``template``."""
+def job_spec(role: Role, template: Obj, k8s_version: Version, ttl: Optional[int], in_jobset: bool = False,
+             deadline: Optional[int] = None) -> Obj:
+    """The spec of the Indexed Job that runs every replica of ``role`` from ``template``; ``deadline``: the
+    seconds it may run, retries included, before the Job controller fails it (reason DeadlineExceeded)."""
     spec: Obj = {"completionMode": "Indexed", "completions": role.num_replicas, "parallelism": role.num_replicas}
     spec.update(_job_retry_fields(role, k8s_version, in_jobset))
+    if deadline is not None:
+        spec["activeDeadlineSeconds"] = deadline
     if ttl is not None:
         spec["ttlSecondsAfterFinished"] = ttl
     spec["template"] = template
@@ -90,11 +94,13 @@ class JobFlavor(Flavor):
     plural = "jobs"
     custom = False
     subdomain = True  # with the Indexed Job's hostname {job}-{k}: {job}-{k}.{app_id}
+    takes = ("ttl", "priority_class", "priority", "active_deadline")
     carries = {
         "needs": "nothing", "roles": "any number (a Job each)", "entrypoint": "any",
         "elastic": "no: starts `num_replicas`", "retries": "backoffLimit(PerIndex) per Job",
         "ports": "yes", "mounts": "yes", "pod_patch": "yes", "replica_id": "yes",
         "queue": "Kueue, each Job on its own (suspended)",
+        "deadline": "each Job's activeDeadlineSeconds (retries included)",
     }
 
     def build(self, b: Build) -> List[Obj]:
@@ -105,7 +111,7 @@ class JobFlavor(Flavor):
                            ANNOTATION_ROLE_INDEX: str(index)}
             meta = b.meta(f"{b.app_id}-{key}", annotations)
             meta["labels"].update({LABEL_ROLE_NAME: key, **b.kueue_labels})  # Kueue admits each Job
-            spec = job_spec(role, b.templates[role.name], b.k8s_version, b.ttl)
+            spec = job_spec(role, b.templates[role.name], b.k8s_version, b.ttl, deadline=b.active_deadline)
             objects.append({"apiVersion": self.api_version, "kind": self.kind, "metadata": meta,
                             "spec": {"suspend": True, **spec} if b.suspend else spec})
         return objects

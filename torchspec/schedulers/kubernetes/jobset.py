@@ -17,17 +17,20 @@ from torchspec.schedulers.kubernetes.states import Obj
 from torchspec.specs import AppDef, AppState, RetryPolicy, Role
 
 
-def _failure_policy(app: AppDef, keys: Dict[str, str]) -> Obj:
+def _failure_policy(app: AppDef, keys: Dict[str, str], deadline: bool = False) -> Obj:
     """APPLICATION (and ROLE, which JobSet cannot restart on its own) -> restart the JobSet, at most
     the largest ``max_retries`` of those roles; a REPLICA role's Job failing (its per-index retries
-    spent) fails the JobSet at once."""
+    spent) fails the JobSet at once, and so does a Job past its ``deadline`` (the app's time limit)."""
     restarts = max((r.max_retries for r in app.roles if RetryPolicy(r.retry_policy) != RetryPolicy.REPLICA),
                    default=0)
     policy: Obj = {"maxRestarts": restarts}
+    rules = [{"name": "deadlineExceeded", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]}] \
+        if deadline and restarts else []
     replica_roles = [keys[r.name] for r in app.roles if RetryPolicy(r.retry_policy) == RetryPolicy.REPLICA]
     if replica_roles and restarts:
-        policy["rules"] = [{"name": "replicaRetriesSpent", "action": "FailJobSet",
-                            "targetReplicatedJobs": replica_roles}]
+        rules.append({"name": "replicaRetriesSpent", "action": "FailJobSet", "targetReplicatedJobs": replica_roles})
+    if rules:
+        policy["rules"] = rules
     return policy
 
 
@@ -37,11 +40,13 @@ class JobSetFlavor(Flavor):
     api_version = "jobset.x-k8s.io/v1alpha2"
     kind = "JobSet"
     plural = "jobsets"
+    takes = ("ttl", "priority_class", "priority", "active_deadline")
     carries = {
         "needs": "JobSet", "roles": "any number (a replicated Job each)", "entrypoint": "any",
         "elastic": "no: starts `num_replicas`", "retries": "failurePolicy: the whole app restarts",
         "ports": "yes", "mounts": "yes", "pod_patch": "yes", "replica_id": "yes",
         "queue": "Kueue, the whole app (spec.suspend)",
+        "deadline": "its Jobs' activeDeadlineSeconds, per attempt; exceeded: the JobSet fails",
     }
 
     def replica_host(self, app_id: str, key: str, k: int) -> str:
@@ -51,15 +56,21 @@ class JobSetFlavor(Flavor):
         spec: Obj = {"suspend": True} if b.suspend else {}
         spec.update({
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
-            "failurePolicy": _failure_policy(b.app, b.keys),
+            "failurePolicy": _failure_policy(b.app, b.keys, b.active_deadline is not None),
             "replicatedJobs": [{"name": b.keys[r.name], "replicas": 1,
                                 "template": {"spec": job_spec(r, b.templates[r.name], b.k8s_version, None,
-                                                              in_jobset=True)}}
+                                                              in_jobset=True, deadline=b.active_deadline)}}
                                for r in b.app.roles],
         })
         if b.ttl is not None:
             spec["ttlSecondsAfterFinished"] = b.ttl
         return [b.top_object(self, spec)]
+
+    def notes(self, b: Build) -> List[str]:
+        if b.active_deadline is not None and _failure_policy(b.app, b.keys)["maxRestarts"]:
+            return [f"active_deadline={b.active_deadline}: each attempt's Jobs may run that long (a restart starts"
+                    " the clock again); a Job past it fails the JobSet, not restarted"]
+        return []
 
     def retry_how(self, role: Role, k8s_version: Version) -> str:
         retry, n = RetryPolicy(role.retry_policy), role.max_retries

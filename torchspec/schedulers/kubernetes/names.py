@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Collection, Dict, List, Mapping, Optional, Tuple
 
 from torchspec.schedulers.replicas import dns_label
 
@@ -68,6 +68,48 @@ def label_value(text: str) -> str:
     """``text`` as a label value (63 characters of ``[A-Za-z0-9._-]``, alphanumeric at both ends)."""
     value = re.sub(r"[^A-Za-z0-9._-]+", "-", text)[:63]
     return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
+
+
+def safe_label_value(text: str) -> str:
+    """``text`` as a label value: itself where it is one, else each run of other characters than
+    ``[A-Za-z0-9._-]`` made ``_``, trimmed to alphanumeric ends, and one longer than 63 characters cut to 54 and
+    ended with ``-`` and 8 hex digits of its SHA-256 (so two long values stay two labels)."""
+    if is_label_value(text):
+        return text
+    import hashlib
+
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    value = re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+    value = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
+    if len(value) > 63:
+        value = re.sub(r"[^A-Za-z0-9]+$", "", value[:54]) + "-" + digest
+    return value or digest
+
+
+def metadata_labels(metadata: Mapping[str, str], reserved: Collection[str], kept_apart: Collection[str] = (),
+                    ) -> Tuple[Dict[str, str], List[str], List[Tuple[Tuple[Any, ...], str]]]:
+    """The app's metadata as Kubernetes labels: (the labels, a note for each value written differently, a
+    problem (where in the spec, what) for each key that cannot be a label key or is one of ``reserved``, the
+    labels torchspec sets itself).  Keys in ``kept_apart`` are not made labels."""
+    labels: Dict[str, str] = {}
+    notes: List[str] = []
+    problems: List[Tuple[Tuple[Any, ...], str]] = []
+    for key, value in metadata.items():
+        if key in kept_apart:
+            continue
+        if key in reserved:
+            problems.append((("metadata", key), f"metadata {key!r} is a label torchspec sets itself on Kubernetes;"
+                             " choose another key"))
+        elif not is_qualified_name(key):
+            problems.append((("metadata", key), f"metadata {key!r} cannot be a Kubernetes label key ([DNS subdomain"
+                             "/]name, the name at most 63 letters, digits, '-', '_' or '.', alphanumeric at both"
+                             " ends)"))
+        else:
+            labels[key] = safe_label_value(value)
+            if labels[key] != value:
+                notes.append(f"label {key}={labels[key]}: the metadata's value {value!r} is no label value (at"
+                             " most 63 letters, digits, '-', '_' or '.'); the annotation keeps it as it is")
+    return labels, notes, problems
 
 
 def port_name(name: str) -> Optional[str]:

@@ -67,7 +67,8 @@ def kubernetes_run_opts() -> runopts:
     opts.add("clean_pod_policy", type_=str, default=None,
              help="pytorchjob: runPolicy.cleanPodPolicy, the pods deleted once the job ends: None, Running or All")
     opts.add("active_deadline", type_=int, default=None,
-             help="pytorchjob, trainjob: seconds the app may run before it is failed (activeDeadlineSeconds)")
+             help="seconds the app may run before it is failed (activeDeadlineSeconds: each role's Job, each"
+                  " JobSet attempt's Jobs, the PyTorchJob's runPolicy, the TrainJob); volcano has none")
     opts.add("scheduling_queue", type_=str, default=None,
              help="pytorchjob: runPolicy.schedulingPolicy.queue, the gang scheduler's queue (Volcano,"
                   " scheduler-plugins)")
@@ -147,8 +148,10 @@ def _check_flavor_options(cfg: Mapping[str, CfgVal], flavor: str) -> None:
     for option in FLAVOR_OPTIONS:
         if cfg.get(option) not in (None, "") and option not in FLAVOR_TABLE[flavor].takes:
             takers = [f.name for f in FLAVOR_TABLE.values() if option in f.takes]
-            raise AppRefusedError(f"run option {option} does not apply to flavor {flavor}: it is for flavor"
-                                  f" {' and '.join(takers)}")
+            why = FLAVOR_TABLE[flavor].lacks.get(option)
+            raise AppRefusedError(f"run option {option} does not apply to flavor {flavor}"
+                                  + (f": {why}; it is for flavor " if why else ": it is for flavor ")
+                                  + ", ".join(takers[:-1]) + (" and " if len(takers) > 1 else "") + takers[-1])
     for option in ("priority", "runtime", "scheduling_queue"):
         value = cfg.get(option)
         if value and not (is_dns_subdomain(str(value)) and (option != "priority" or is_label_value(str(value)))):

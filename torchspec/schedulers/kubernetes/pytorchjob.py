@@ -110,6 +110,7 @@ class PyTorchJobFlavor(Flavor):
     template_paths = {"Master": "spec.pytorchReplicaSpecs.Master.template",
                       "Worker": "spec.pytorchReplicaSpecs.Worker.template"}
     carries = {
+        "deadline": "runPolicy.activeDeadlineSeconds",
         "needs": "Kubeflow Training Operator (v1.7+)", "roles": "one; more are refused",
         "entrypoint": "torchrun only, else refused; its rendezvous options become the operator's",
         "elastic": "yes: elasticPolicy, c10d at the Master", "retries": "restartPolicy OnFailure + backoffLimit",

@@ -61,6 +61,17 @@ META_POD_PATCH = "kubernetes.pod_patch"
 #: Resource capability naming the extended resource a role's ``gpu`` count asks for.
 CAP_GPU_RESOURCE = "kubernetes.gpu_resource"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+#: Resource capabilities: resource name -> quantity, what the container requests (and may use at most) where
+#: that differs from what cpu, memMB, gpu and devices ask for on both sides (``null``: not set at all).
+CAP_REQUESTS = "kubernetes.requests"
+CAP_LIMITS = "kubernetes.limits"
+#: Resource capability: Linux capabilities added to the container (``[IPC_LOCK, SYS_PTRACE]``), no privileges.
+CAP_LINUX_CAPABILITIES = "kubernetes.linux_capabilities"
+#: Every resource capability this scheduler reads.
+OWN_CAPABILITIES = (CAP_GPU_RESOURCE, CAP_REQUESTS, CAP_LIMITS, CAP_LINUX_CAPABILITIES)
+#: App metadata kept in the annotation only, never made a label: the provenance summary (compact JSON, which no
+#: label value can hold; torchspec.runner.provenance.LABEL).
+ANNOTATION_ONLY_METADATA = ("torchspec.dev/provenance",)
 #: The first Kubernetes release where ``backoffLimitPerIndex`` is on by default (beta).
 PER_INDEX_MIN_VERSION = (1, 29)
 

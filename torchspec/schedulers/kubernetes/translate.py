@@ -164,6 +164,7 @@ def spec_refusals(app: AppDef) -> List[Refusal]:
     ``kubernetes.linux_capabilities`` and of the app's metadata as labels, each at its place in the spec."""
     out: List[Refusal] = []
     for index, role in enumerate(app.roles):
+        check_capabilities(role)  # the GPU's resource name first: container_resources uses it
         out += container_resources(role, index)[1] + linux_capabilities(role, index)[1]
     out += [Refusal(path, message) for path, message in _metadata_labels(app)[2]]
     return out

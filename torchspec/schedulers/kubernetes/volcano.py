@@ -53,11 +53,14 @@ class VolcanoFlavor(Flavor):
     plural = "jobs"
     kueue = False  # the queue run option is the Volcano queue
     takes = ("ttl", "priority_class")  # Kueue does not manage Volcano Jobs: no Kueue priority
+    lacks = {"active_deadline": "a Volcano Job has no time limit (no activeDeadlineSeconds; a pod's own would fail"
+                                " only that pod, which the job's policies may restart)"}
     carries = {
         "needs": "Volcano", "roles": "any number (a task each)", "entrypoint": "any",
         "elastic": "no: gang of `num_replicas`", "retries": "policies: RestartJob, RestartTask, RestartPod",
         "ports": "yes", "mounts": "yes", "pod_patch": "yes", "replica_id": "yes",
         "queue": "the Volcano queue (spec.queue)",
+        "deadline": "refused: a Volcano Job has none",
     }
     scheduler_name = "volcano"
 
