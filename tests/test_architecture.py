@@ -16,7 +16,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "torchspec"
 #: Lowest first.  A module may import its own layer and the layers below it, never one above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("torchspec", "torchspec.version", "torchspec.errors", "torchspec.exit_codes", "torchspec.codes",
-                    "torchspec.terminal", "torchspec.entry_points", "torchspec.redaction")),
+                    "torchspec.terminal", "torchspec.entry_points", "torchspec.redaction", "torchspec.install")),
     ("specs", ("torchspec.specs",)),
     ("loader", ("torchspec.loader", "torchspec.config", "torchspec.components")),
     ("lint", ("torchspec.lint", "torchspec.report")),
@@ -145,6 +145,9 @@ for info in pkgutil.walk_packages(torchspec.schedulers.__path__, "torchspec.sche
 from torchspec.cli.main import main
 for argv in (["--help"], ["lint", {str(examples / "hello.yaml")!r}], ["render", {str(examples / "ddp.yaml")!r}],
              ["dryrun", "-s", "local", {str(examples / "hello.yaml")!r}],
+             # a dry run needs no SDK, so the core install (no docker, kubernetes extra) has them
+             ["dryrun", "-s", "docker", {str(examples / "ddp.yaml")!r}],
+             ["dryrun", "-s", "kubernetes", {str(examples / "ddp.yaml")!r}],
              ["diff", "-s", "kubernetes", {str(examples / "hello.yaml")!r}, {str(examples / "hello.yaml")!r}]):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

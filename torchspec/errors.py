@@ -157,17 +157,33 @@ class AppRefusedError(UsageError, ValueError):
 
 
 class MissingExtraError(UsageError):
-    """A feature needs a package that a plain ``pip install torchspec`` leaves out: one of its extras.
+    """A feature needs a package that a plain ``pip install torchspec-cli`` leaves out: one of its extras.
 
     A usage error (exit 2), not a backend that cannot be reached (exit 6):
     nothing was asked of any backend, and installing the extra is the fix,
-    which the hint names.
+    which the hint names in the form that fits how torchspec was installed
+    (``pip install 'torchspec-cli[docker]'``, ``pipx inject ...``, ``uv pip install ...``:
+    :func:`torchspec.install.install_command`).
     """
 
     def __init__(self, message: str, extra: str, alternative: str | None = None) -> None:
         """``alternative``: another way to install it, after the extra (``or 'ray[default]'``)."""
-        super().__init__(message, f"pip install 'torchspec[{extra}]'" + (f" ({alternative})" if alternative else ""))
+        from torchspec.install import install_command
+
+        super().__init__(message, install_command(extra) + (f" ({alternative})" if alternative else ""))
         self.extra = extra
+
+    @classmethod
+    def for_import(cls, error: ImportError, what: str) -> MissingExtraError | None:
+        """The error for ``what`` (``the docker scheduler``) when ``error`` is a module an extra installs
+        that is not there; None for any other import error (a broken install, a bug)."""
+        from torchspec.install import extra_for
+
+        extra = extra_for(error) if isinstance(error, ModuleNotFoundError) else None
+        if extra is None:
+            return None
+        return cls(f"{what} needs the {error.name.split('.')[0] if error.name else extra} package, which is not"
+                   f" installed: it comes with the {extra} extra", extra)
 
 
 class UnsupportedError(UsageError):

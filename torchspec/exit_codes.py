@@ -67,7 +67,7 @@ _MEANING = {
     ExitCode.USAGE: "usage error: bad option or value, a missing file, an unknown lint code, scheduler, component "
                     "or app handle, a bad `-c` run option, an app the scheduler cannot run as written (a program "
                     "its replicas would not find, such as `torchrun` without PyTorch), a package that an extra "
-                    "installs is missing (the hint names the extra, e.g. `pip install 'torchspec[ray]'`)",
+                    "installs is missing (the hint names the extra, e.g. `pip install 'torchspec-cli[ray]'`)",
     ExitCode.INTERNAL: "internal error: a bug in torchspec (`TORCHSPEC_DEBUG=1` shows the traceback)",
     ExitCode.APP_FAILED: "the app FAILED (`wait`, `submit --wait/--log`)",
     ExitCode.APP_CANCELLED: "the app was CANCELLED (`wait`, `submit --wait/--log`), or removed while `wait` "

@@ -46,9 +46,14 @@ def bad(tmp_path) -> str:
 def test_version() -> None:
     from torchspec.version import __version__
 
-    for flag in ("--version", "-V"):
-        r = run(flag)
-        assert (r.returncode, r.stdout.strip()) == (0, f"torchspec {__version__}")
+    for argv in (["--version"], ["-V"], ["-V", "lint"]):  # the fast path, and click's option
+        r = run(*argv)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert lines[0] == f"torchspec {__version__}"  # the first line, as it always was
+        assert lines[1].startswith("location: ") and lines[1].endswith("torchspec")
+        assert lines[2].startswith(f"python: {sys.version.split()[0]} (")
+        assert lines[3].startswith(("source checkout: ", "installed by: ")), lines
 
 
 def test_lint_examples_clean() -> None:

@@ -419,8 +419,10 @@ def test_bad_settings_are_usage_errors(tmp_path, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "kubernetes_validate", None)  # as if not installed
     missing = error(scheduler="kubernetes")
     assert "pip install kubernetes-validate" in f"{missing.message} {missing.hint}"
-    # the extra a plain install lacks, named as pip takes it, and pyproject.toml declares it
-    assert missing.hint.startswith("pip install 'torchspec[kubernetes-validate]'"), missing.hint
+    # the extra a plain install lacks, named as this install takes it, and pyproject.toml declares it
+    from torchspec.install import install_command
+
+    assert missing.hint.startswith(install_command("kubernetes-validate")), missing.hint
     try:
         import tomllib
     except ImportError:  # Python 3.10

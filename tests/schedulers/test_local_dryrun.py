@@ -109,7 +109,7 @@ def test_the_program_a_shell_command_starts_is_found_before_launch(sched: LocalS
         assert "role 'trainer': 'torchrun', which its bash -c command starts, is not a command on the replicas'" \
                " PATH" in refused.value.message
         assert refused.value.hint == "install PyTorch, which provides torchrun: pip install torch (or pip install" \
-                                     " 'torchspec[torch]')"
+                                     " 'torchspec-cli[torch]')"
     with pytest.raises(AppRefusedError, match="no-such-tool"):
         dryrun("no-such-tool --flag")
     for command in ("./run.sh", "${img_root}/run.sh"):  # macros are filled first: the path the replica runs

@@ -15,16 +15,15 @@ def lsp(stdio: bool, debounce_ms: int | None) -> int:
     """Run the torchspec language server: live lint, hover, completion, definitions, outline and quick fixes.
 
     Editors start it themselves (VS Code, Neovim, Helix, Emacs: see docs/guides/editors.md).
-    Needs the lsp extra: pip install 'torchspec[lsp]'.
+    Needs the lsp extra: pip install 'torchspec-cli[lsp]'.
     """
     try:
         from torchspec.lsp.server import DEBOUNCE_MS, serve
     except ImportError as e:
         if not (e.name or "").startswith(("pygls", "lsprotocol", "cattrs", "attrs")):
             raise
-        from torchspec.errors import UsageError
+        from torchspec.errors import MissingExtraError
 
-        raise UsageError(f"the language server needs {e.name}, which is not installed",
-                         "pip install 'torchspec[lsp]'") from None
+        raise MissingExtraError(f"the language server needs {e.name}, which is not installed", "lsp") from None
     serve(DEBOUNCE_MS if debounce_ms is None else debounce_ms)
     return ExitCode.OK

@@ -49,9 +49,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args in (["--version"], ["-V"]):  # the fast path: no click import
-        from torchspec.version import __version__
+        from torchspec.install import version_report
 
-        print(f"torchspec {__version__}")
+        print(version_report())
         sys.exit(0)
     try:
         if args[:1] == ["lint"] and not any(arg.startswith("-") for arg in args[1:]):
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:  # Ctrl-C where click does not make it an Abort: `lint PATH...`
         code = _aborted()
     except Exception as e:  # noqa: BLE001 - the one place that turns every failure into an exit code
-        code = _handle(e)
+        code = _handle(e, args[:1])
     # What is left is freed with the process: the collector's last pass over every object at exit (~10 ms) is
     # skipped; the interpreter still runs atexit handlers and closes what it holds.
     gc.freeze()
@@ -108,8 +108,9 @@ def _end_process(code: int) -> None:
     os._exit(code)
 
 
-def _handle(e: BaseException) -> int:
-    """The exit code for an exception, after printing what the user needs to know about it."""
+def _handle(e: BaseException, command: list[str] | None = None) -> int:
+    """The exit code for an exception, after printing what the user needs to know about it (``command``: the
+    command's name, for a package missing)."""
     import click
 
     from torchspec.cli import console
@@ -144,6 +145,13 @@ def _handle(e: BaseException) -> int:
         return ExitCode.OK
     if os.environ.get("TORCHSPEC_DEBUG"):
         raise e
+    if isinstance(e, ModuleNotFoundError):  # a package one of the extras installs, imported past its own check
+        from torchspec.errors import MissingExtraError
+
+        missing = MissingExtraError.for_import(e, " ".join(["torchspec", *(command or [])]))
+        if missing is not None:
+            console.error(missing.message, missing.hint)
+            return ExitCode.USAGE
     console.error(f"internal error: {type(e).__name__}: {e}",
                   "this is a bug in torchspec; rerun with TORCHSPEC_DEBUG=1 and report the traceback")
     return ExitCode.INTERNAL
@@ -157,10 +165,16 @@ def _aborted(what: str = "", hint: str | None = None) -> int:
     return ExitCode.INTERRUPTED
 
 
+def _print_version(ctx: Any, _param: Any, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        from torchspec.install import version_report
+
+        print(version_report())
+        ctx.exit()
+
+
 def build_cli() -> Any:
     import click
-
-    from torchspec.version import __version__
 
     class LazyGroup(click.Group):
         def list_commands(self, ctx: click.Context) -> list[str]:
@@ -191,7 +205,8 @@ def build_cli() -> Any:
     @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
                  help="Declarative job specs for distributed PyTorch: lint, render and run them anywhere.\n\n"
                       "\b\nExit codes:\n" + help_text())
-    @click.version_option(__version__, "--version", "-V", prog_name="torchspec", message="%(prog)s %(version)s")
+    @click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+                  help="Show the version, where torchspec is installed, the Python, and exit.")
     def cli() -> None:
         pass
 

@@ -25,7 +25,7 @@ def ui(scheduler: tuple[str, ...], host: str, port: int, allow_actions: bool, no
 
     Prints the URL to open, with a token new at every start: the dashboard
     answers only requests that carry it (then a cookie). Ctrl-C stops it.
-    Needs the ui extra: pip install 'torchspec[ui]'.
+    Needs the ui extra: pip install 'torchspec-cli[ui]'.
 
     Exit codes: 0 stopped, 2 usage error (unknown scheduler, the ui extra
     missing, the port taken).

@@ -37,8 +37,9 @@ def check_scheduler_name(name: str) -> None:
 def builtin_schedulers() -> List[str]:
     """The schedulers torchspec itself registers (through its own entry points)."""
     from torchspec.entry_points import entry_points
+    from torchspec.version import is_own_dist
 
-    return sorted(ep.name for ep in entry_points("torchspec.schedulers") if ep.dist == "torchspec")
+    return sorted({ep.name for ep in entry_points("torchspec.schedulers") if is_own_dist(ep.dist)})
 
 
 def scheduler_names(name: str) -> Dict[str, str]:

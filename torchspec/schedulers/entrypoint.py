@@ -17,7 +17,7 @@ from torchspec.errors import AppRefusedError
 
 #: Programs a package installs, and how to get them: the fix goes with the refusal.
 _INSTALLS = {
-    "torchrun": "install PyTorch, which provides torchrun: pip install torch (or pip install 'torchspec[torch]')",
+    "torchrun": "install PyTorch, which provides torchrun: pip install torch (or pip install 'torchspec-cli[torch]')",
     "python": "name an interpreter that is installed (python3, or its full path), or install Python",
 }
 #: Shells whose ``-c COMMAND`` is read for its first program (a login shell, ``-lc``, may change PATH: not read).

@@ -21,8 +21,8 @@ GROUP = "torchspec.schedulers"
 
 # The distribution whose entry points count as built-in: they come first,
 # ``local`` leading (installers write entry points in no order we control), so
-# the default scheduler never depends on which plug-ins happen to be installed.
-_BUILTIN_DIST = "torchspec"
+# the default scheduler never depends on which plug-ins happen to be installed
+# (torchspec.version.is_own_dist: torchspec-cli, or torchspec, its name before 0.1.0).
 #: The default scheduler when no config names one: the one that needs nothing installed.
 DEFAULT_SCHEDULER = "local"
 
@@ -76,7 +76,9 @@ def _provider(entry_point: EntryPoint) -> str:
 
 
 def _is_builtin(entry_point: EntryPoint) -> bool:
-    return entry_point.dist.lower() == _BUILTIN_DIST
+    from torchspec.version import is_own_dist
+
+    return is_own_dist(entry_point.dist)
 
 
 def get_scheduler_factories() -> Dict[str, SchedulerFactory]:

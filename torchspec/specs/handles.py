@@ -64,7 +64,7 @@ class UnknownSchedulerException(UsageError):
         hint = did_you_mean_hint(scheduler_backend, names, "registered schedulers")
         if not names:  # even the built-in ones come from torchspec's own entry points: run from a bare source tree
             hint += (": torchspec's own entry points are missing, so it runs from files that were never installed;"
-                     " install it (pip install -e . in its checkout, or pip install torchspec)")
+                     " install it (pip install -e . in its checkout, or pip install torchspec-cli)")
         super().__init__(f"unknown scheduler {scheduler_backend!r}", hint)
         mean = f" Did you mean {guess!r}?" if guess else ""
         self.args = (f"Unknown scheduler: {scheduler_backend!r}.{mean}"

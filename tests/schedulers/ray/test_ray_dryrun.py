@@ -205,11 +205,13 @@ def test_without_ray_a_command_that_needs_it_is_a_usage_error_naming_the_extra(t
               "sys.meta_path.insert(0, Block())\n"
               "from torchspec.cli.main import main\n"
               "main(sys.argv[1:])\n")
+    from torchspec.install import install_command
+
     for args in (["list", "-s", "ray"], ["status", "ray://s/127.0.0.1:8265-a-1"]):
         r = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=tmp_path,
                            env={**os.environ, "TORCHSPEC_HOME": str(tmp_path / "home")})
         assert r.returncode == 2, (args, r.stderr)
-        assert "which is not installed" in r.stderr and "hint: pip install 'torchspec[ray]'" in r.stderr, r.stderr
+        assert "which is not installed" in r.stderr and f"hint: {install_command('ray')}" in r.stderr, r.stderr
 
 
 def test_stopped_reads_cancelled_only_where_the_driver_confirmed_it() -> None:

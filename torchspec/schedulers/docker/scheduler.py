@@ -17,7 +17,7 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, TypeVar, cast
 
-from torchspec.errors import BackendError, NotFoundError, UnreachableError
+from torchspec.errors import BackendError, MissingExtraError, NotFoundError, UnreachableError
 from torchspec.schedulers.api import (
     IMAGE_ID_PREFIX,
     Capability,
@@ -134,7 +134,10 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         """A client that has reached the engine, or a :class:`BackendError` that says how to start one."""
         if self._client_obj is not None:
             return self._client_obj
-        import docker
+        try:
+            import docker
+        except ImportError as e:  # the docker extra is not installed: a dry run needs none, talking to an engine does
+            raise MissingExtraError.for_import(e, "the docker scheduler") or e
 
         try:
             client = docker.from_env(timeout=self.request_timeout)
@@ -170,6 +173,8 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         :class:`UnreachableError`; one that took the request and said nothing in time is a RequestTimeoutError."""
         try:
             yield
+        except MissingExtraError:  # no SDK to ask what its error means
+            raise
         except Exception as e:
             if is_timeout(e):
                 self._lost_at = self._lost_at or time.time()

@@ -18,7 +18,7 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
-from torchspec.errors import BackendError, UnreachableError
+from torchspec.errors import BackendError, MissingExtraError, UnreachableError
 from torchspec.schedulers.kubernetes.flavors import flavor_of_kind
 from torchspec.schedulers.kubernetes.job import FLAVOR as JOB_FLAVOR
 from torchspec.schedulers.kubernetes.states import Obj
@@ -163,8 +163,11 @@ class Cluster:
         context = context or self.context
         if context in self._clients:
             return self._clients[context]
-        from kubernetes import client as k8s_client
-        from kubernetes import config as k8s_config
+        try:
+            from kubernetes import client as k8s_client
+            from kubernetes import config as k8s_config
+        except ImportError as e:  # the kubernetes extra is not installed: a dry run needs none, a cluster does
+            raise MissingExtraError.for_import(e, "the kubernetes scheduler") or e
 
         path = self._config_file()
         try:

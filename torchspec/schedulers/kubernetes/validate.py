@@ -117,7 +117,7 @@ def validate_manifests(objs: Sequence[Obj], versions: Sequence[str] = ("1.25", "
         import kubernetes_validate
     except ImportError:
         raise RuntimeError("validating manifests needs the kubernetes-validate package:"
-                           " pip install 'torchspec[kubernetes-validate]'") from None
+                           " pip install 'torchspec-cli[kubernetes-validate]'") from None
     import jsonschema
 
     crds = load_crds(crd_paths)
