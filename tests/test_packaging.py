@@ -1,0 +1,135 @@
+"""What a release ships: the wheel holds every file the package reads (schemas, templates, static files,
+component specs, CRDs...), the sdist holds what the tests need, the metadata is the release's, the
+changelog names the version, and the release workflow publishes on a tag.
+
+The wheel and sdist are built from a copy of the sources in a temporary folder (the checkout gets no
+build/ or egg-info), by ``python -m build --no-isolation`` where ``build`` is installed, else by
+``pip wheel --no-deps --no-build-isolation``: no network, the setuptools at hand (>= 77, as pyproject.toml
+asks).
+"""
+
+from __future__ import annotations
+
+import email
+import importlib.util
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from typing import Dict
+
+import pytest
+import yaml
+
+from torchspec.version import DIST_NAME, __version__
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "torchspec"
+#: what the build reads, copied to a temporary folder
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "MANIFEST.in", "torchspec", "tests", "examples",
+           "docs", "schemas", "scripts", "bench", "action.yml", "mkdocs.yml", ".pre-commit-hooks.yaml")
+
+
+def _setuptools_new_enough() -> bool:
+    try:
+        import setuptools
+    except ImportError:
+        return False
+    return int(setuptools.__version__.split(".")[0]) >= 77
+
+
+pytestmark = pytest.mark.skipif(not _setuptools_new_enough(), reason="building needs setuptools >= 77 installed")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, pathlib.Path]:
+    src = tmp_path_factory.mktemp("src")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", "*.egg-info", "out")
+    for name in SOURCES:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=ignore)
+        elif path.exists():
+            shutil.copy2(path, src / name)
+    out = tmp_path_factory.mktemp("dist")
+    if importlib.util.find_spec("build") is not None:
+        command = [sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(out), str(src)]
+    else:
+        command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
+                   str(src)]
+    r = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=src)
+    assert r.returncode == 0, r.stdout + r.stderr
+    if not list(out.glob("*.tar.gz")):  # pip makes no sdist: setuptools' own command does
+        r = subprocess.run([sys.executable, "-c", "from setuptools import setup; setup()", "-q", "sdist", "-d",
+                            str(out)], capture_output=True, text=True, timeout=120, cwd=src)
+        assert r.returncode == 0, r.stdout + r.stderr
+    wheel, = out.glob("*.whl")
+    sdist, = out.glob("*.tar.gz")
+    return {"wheel": wheel, "sdist": sdist}
+
+
+def test_the_wheel_holds_every_file_of_the_package(built: Dict[str, pathlib.Path]) -> None:
+    assert built["wheel"].name == f"torchspec_cli-{__version__}-py3-none-any.whl"
+    names = set(zipfile.ZipFile(built["wheel"]).namelist())
+    # every file under torchspec/ the code may read: Python modules and data alike (JSON Schemas, Jinja
+    # templates, component specs, CRDs, the dashboard's pages and static files, py.typed...)
+    wanted = {p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*")
+              if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    assert sorted(wanted - names) == []
+    data = {n for n in wanted if not n.endswith(".py")}
+    for kind in (".json", ".yaml", ".j2", ".html", ".js", ".css", "py.typed"):
+        assert any(n.endswith(kind) for n in data), kind  # the check above covered each kind of data file
+    # nothing else: no tests, no examples, no stray top-level packages
+    info = f"torchspec_cli-{__version__}.dist-info/"
+    assert sorted(n for n in names if not n.startswith(("torchspec/", info))) == []
+    assert f"{info}licenses/LICENSE" in names
+
+
+def test_the_wheel_metadata_is_the_release(built: Dict[str, pathlib.Path]) -> None:
+    with zipfile.ZipFile(built["wheel"]) as wheel:
+        meta = email.message_from_string(wheel.read(f"torchspec_cli-{__version__}.dist-info/METADATA").decode())
+        entry_points = wheel.read(f"torchspec_cli-{__version__}.dist-info/entry_points.txt").decode()
+    assert (meta["Name"], meta["Version"], meta["License-Expression"]) == (DIST_NAME, __version__, "BSD-3-Clause")
+    assert meta.get_all("License-File") == ["LICENSE"]
+    requires = meta.get_all("Requires-Dist")
+    core = sorted(re.split(r"[<>=;\[ ]", r)[0] for r in requires if "extra ==" not in r)
+    assert core == ["click", "jinja2", "jsonschema", "pyyaml", "rich", "tomli"]  # no SDK in the core
+    extras = set(meta.get_all("Provides-Extra"))
+    assert {"docker", "kubernetes", "ray", "ui", "lsp", "all", "kubernetes-validate", "torch", "test"} <= extras
+    assert "torchspec = torchspec.cli.main:program" in entry_points
+    assert meta["Description-Content-Type"] == "text/markdown" and meta.get_all("Project-URL")
+
+
+def test_the_sdist_holds_what_the_tests_need(built: Dict[str, pathlib.Path]) -> None:
+    top = f"torchspec_cli-{__version__}/"
+    with tarfile.open(built["sdist"]) as sdist:
+        names = {n[len(top):] for n in sdist.getnames() if n.startswith(top)}
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "tests", "examples", "docs", "schemas"],
+                             capture_output=True, text=True).stdout.split() if shutil.which("git") else []
+    for name in ["LICENSE", "CHANGELOG.md", "README.md", "mkdocs.yml", "tests/conftest.py", "examples/hello.yaml",
+                 "docs/index.md", "schemas/appdef.schema.json", "torchspec/schemas/appdef.schema.json", *tracked]:
+        assert name in names, name
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def test_the_changelog_names_this_version() -> None:
+    text = (ROOT / "CHANGELOG.md").read_text()
+    releases = re.findall(r"^## \[([^\]]+)\](?: - (\d{4}-\d{2}-\d{2}))?$", text, flags=re.M)
+    assert releases[0] == ("Unreleased", "")
+    assert releases[1][0] == __version__ and releases[1][1], releases  # the newest release, with its date
+    assert f"[{__version__}]: " in text
+
+
+def test_the_release_workflow_publishes_a_tag() -> None:
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text())
+    assert workflow[True]["push"]["tags"] == ["v*"]  # YAML 1.1 reads the key `on` as true
+    steps = [step for job in workflow["jobs"].values() for step in job["steps"]]
+    text = yaml.safe_dump(steps)
+    for needed in ("python -m build", "twine check", "pypa/gh-action-pypi-publish", "torchspec/version.py"):
+        assert needed in text, needed
+    publish = next(job for job in workflow["jobs"].values()
+                   if any("pypa/gh-action-pypi-publish" in str(s.get("uses", "")) for s in job["steps"]))
+    assert publish["permissions"]["id-token"] == "write"  # trusted publishing: no token stored
