@@ -64,7 +64,7 @@ def test_every_section_keeps_its_meaning(folder: pathlib.Path) -> None:
     config = load_config()
     assert config.files == [str(folder / ".torchxconfig")]
     assert default_scheduler(config) == "local"  # local_cwd
-    assert default_component(config) == "comp.py:trainer"
+    assert default_component(config) == f"{folder / 'comp.py'}:trainer"  # TorchX's: relative to the working folder
     # TorchX's kubernetes scheduler makes Volcano jobs; local_cwd runs in the working folder
     assert scheduler_cfg(config, "kubernetes") == {"namespace": "ml", "queue": "team", "flavor": "volcano"}
     assert scheduler_cfg(config, "local") == {"prepend_cwd": "true", "use_cwd": "true"}

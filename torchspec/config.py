@@ -11,6 +11,9 @@ Sections::
 
     default_scheduler = "local"          # or under [cli]
 
+    [cli]
+    default_component = "jobs/train.yaml"   # what submit runs when none is named; a path is relative to this file
+
     [lint]                               # select, ignore, exclude, strict, template_paths, max_file_size, jobs,
                                          # allow_python_components
     ignore = ["TS305"]
@@ -362,25 +365,31 @@ def _forget(config: Config, parts: tuple[str, ...]) -> None:
 
 
 def _anchor_component_paths(data: dict[str, Any], folder: str) -> dict[str, Any]:
-    """``[component."jobs/x.yaml"]`` keys made absolute against ``folder`` (the config file's).
+    """``[component."jobs/x.yaml"]`` keys and ``[cli] default_component`` made absolute against ``folder``
+    (the config file's).
 
     Done per file before merging, so a relative path in the user file and one
     in the project file can never be confused.
     """
+    folder = os.path.abspath(folder)
+    cli = data.get("cli")
+    if isinstance(cli, dict) and isinstance(cli.get("default_component"), str):
+        data = dict(data, cli=dict(cli, default_component=_anchored(cli["default_component"], folder)))
     components = data.get("component")
     if not isinstance(components, dict):
         return data
-    folder = os.path.abspath(folder)
-    anchored = {}
-    for name, table in components.items():
-        python = PYTHON_COMPONENT.match(name)  # FILE.py:FUNCTION: its file anchored
-        if python:
-            name = (os.path.normpath(os.path.join(folder, os.path.expanduser(python.group("path"))))
-                    + ":" + python.group("function"))
-        elif _is_path(name):
-            name = os.path.normpath(os.path.join(folder, os.path.expanduser(name)))
-        anchored[name] = table
-    return dict(data, component=anchored)
+    return dict(data, component={_anchored(name, folder): table for name, table in components.items()})
+
+
+def _anchored(name: str, folder: str) -> str:
+    """A component reference with its file's path made absolute against ``folder``; a built-in's name as it is."""
+    python = PYTHON_COMPONENT.match(name)  # FILE.py:FUNCTION: its file anchored
+    if python:
+        return (os.path.normpath(os.path.join(folder, os.path.expanduser(python.group("path"))))
+                + ":" + python.group("function"))
+    if name and is_component_path(name):
+        return os.path.normpath(os.path.join(folder, os.path.expanduser(name)))
+    return name
 
 
 def _anchor_template_paths(data: dict[str, Any], config_path: str, confined: bool) -> dict[str, Any]:
@@ -409,7 +418,7 @@ def _anchor_template_paths(data: dict[str, Any], config_path: str, confined: boo
     return dict(data, lint=dict(lint, template_paths=anchored))
 
 
-def _is_path(name: str) -> bool:
+def is_component_path(name: str) -> bool:
     """A component key that names a file rather than a built-in (``dist.ddp`` has no slash, no suffix)."""
     return "/" in name or os.sep in name or name.startswith(("~", ".")) or name.endswith(_SPEC_SUFFIXES)
 

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import textwrap
 from typing import List
 
 import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
 
 from torchspec.components.convert import convert_component, convert_torchx_config
 from torchspec.components.python import materialize
@@ -81,21 +87,48 @@ def test_a_torchxconfig_converts_to_the_same_settings(tmp_path: pathlib.Path, mo
     source = tmp_path / "tx"
     source.mkdir()
     (source / ".torchxconfig").write_text((ROOT / "examples" / "torchx" / ".torchxconfig").read_text())
+    monkeypatch.chdir(source)  # where TorchX would run, so where its paths start
     before = load_config(str(source))
     target = tmp_path / "ts"
     target.mkdir()
-    (target / ".torchspec.toml").write_text(convert_torchx_config(str(source / ".torchxconfig")))
+    output = target / ".torchspec.toml"
+    output.write_text(convert_torchx_config(".torchxconfig", str(output)))
     after = load_config(str(target))
     assert after.files == [str(target / ".torchspec.toml")]
     assert default_scheduler(after) == default_scheduler(before) == "local"
     assert default_component(after) == default_component(before)
     assert scheduler_cfg(after, "kubernetes") == scheduler_cfg(before, "kubernetes") == {"namespace": "default",
                                                                                  "flavor": "volcano"}
-    def relative(defaults: dict, folder: pathlib.Path) -> dict:  # keys are anchored to each config's folder
-        return {os.path.relpath(k, folder): v for k, v in defaults.items()}
+    # the same files: TorchX's paths start at the working folder, the new config's at its own folder
+    assert component_defaults(after) == component_defaults(before)
+    assert list(component_defaults(after)) == [f"{source / 'examples/torchx/components.py'}:echo"]
+    assert 'default_component = "../tx/examples/torchx/components.py:echo"' in output.read_text()
 
-    assert relative(component_defaults(after), target) == relative(component_defaults(before), source)
-    assert "examples/torchx/components.py:echo" in relative(component_defaults(after), target)
+
+def test_a_torchxconfig_converted_in_its_sub_folder_names_paths_from_there(tmp_path: pathlib.Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example's paths start at the repository root (where `torchx run` runs); converted inside
+    examples/torchx, they are written relative to the new config there, and run options get their types."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+           "TORCHSPEC_HOME": str(tmp_path / "home")}
+    env.pop("TORCHXCONFIG", None)
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "examples" / "torchx", project / "examples" / "torchx")
+    folder = project / "examples" / "torchx"
+    r = subprocess.run([sys.executable, "-m", "torchspec", "convert", ".torchxconfig", "--output-file",
+                        ".torchspec.toml"], capture_output=True, text=True, env=env, cwd=folder, timeout=120)
+    assert r.returncode == 0, r.stderr
+    written = tomllib.loads((folder / ".torchspec.toml").read_text())
+    assert written["cli"]["default_component"] == "components.py:echo"
+    assert written["scheduler"]["local"]["use_cwd"] is True  # a bool, as the run option is
+    assert written["scheduler"]["kubernetes"] == {"namespace": "default", "flavor": "volcano"}
+    assert list(written["component"]) == ["components.py:echo"]
+    monkeypatch.chdir(tmp_path)  # anchored to the config's folder, wherever the command runs
+    config = load_config(str(folder))
+    assert default_component(config) == f"{folder / 'components.py'}:echo"
+    dry = subprocess.run([sys.executable, "-m", "torchspec", "dryrun"], capture_output=True, text=True, env=env,
+                         cwd=folder, timeout=120)
+    assert dry.returncode == 0 and "hello from .torchxconfig" in dry.stdout, dry.stderr
 
 
 def test_the_cli_writes_the_file_and_never_over_one(tmp_path: pathlib.Path) -> None:

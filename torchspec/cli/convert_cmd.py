@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import click
 
@@ -52,7 +53,7 @@ def convert(ctx: click.Context, source: str, component_args: tuple[str, ...], ou
             raise click.UsageError(f"a config takes no arguments: {' '.join(argv)}", ctx)
         if not os.path.isfile(source):
             raise click.UsageError(f"no such file: {source}", ctx)
-        text = convert_torchx_config(source)
+        text = convert_torchx_config(source, output, _typed_run_option)
     else:
         raise click.UsageError(f"{source!r} is neither FILE.py:FUNCTION nor a .torchxconfig", ctx)
     if output is None:
@@ -60,7 +61,29 @@ def convert(ctx: click.Context, source: str, component_args: tuple[str, ...], ou
         return ExitCode.OK
     if os.path.exists(output) and not force:
         raise click.UsageError(f"{output} is there already: nothing was written (--force replaces it)", ctx)
-    with open(output, "w", encoding="utf-8") as f:
-        f.write(text)
+    try:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise click.UsageError(f"cannot write {output}: {e.strerror}", ctx) from None
     click.echo(f"wrote {output}", err=True)
     return ExitCode.OK
+
+
+def _typed_run_option(scheduler: str, option: str, text: str) -> Any:
+    """A run option's text as the value of its type where the scheduler declares a bool, int or float
+    (``use_cwd = true``), else the text (a str, list or dict option reads its text as -c does)."""
+    from torchspec.errors import UsageError
+    from torchspec.runner import get_runner
+
+    try:
+        opt = get_runner().scheduler_run_opts(scheduler).get(option)
+    except UsageError:  # a scheduler that is not installed here
+        return text
+    if opt is None or opt.opt_type not in (bool, int, float):
+        return text
+    try:
+        return opt.cast_to_type(text)
+    except (TypeError, ValueError):
+        return text
+

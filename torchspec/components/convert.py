@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import re
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Tuple
 
@@ -166,19 +167,67 @@ def _renders_the_same(text: str, data: Any) -> bool:
     return loaded.ok and len(apps) == 1 and dump_app(apps[0]) == data
 
 
-def convert_torchx_config(path: str) -> str:
-    """A ``.torchxconfig`` as the ``.torchspec.toml`` of the same meaning."""
+def convert_torchx_config(path: str, output: str | None = None,
+                          typed: Callable[[str, str, str], Any] | None = None) -> str:
+    """A ``.torchxconfig`` as the ``.torchspec.toml`` of the same meaning, to be written at ``output``
+    (default: a file in the working folder).
+
+    TorchX reads a component's path relative to the folder it runs in, torchspec relative to the config
+    file: each path is written relative to ``output``'s folder, for the file found where TorchX would look
+    (the working folder), else in the config's folder or the nearest one above it that has it (the
+    project's root, where its ``torchx run`` ran). ``typed(scheduler, option, text)`` gives a run
+    option's value as its type (``use_cwd = true``, not ``"true"``); without it every value stays text.
+    """
     from torchspec.config import read_torchx_config
 
     data = read_torchx_config(path)
+    rebase = _Rebase(path, output)
     lines = [f"# Converted by `torchspec convert {path}` from TorchX's config.", ""]
-    cli = data.get("cli", {})
+    cli = dict(data.get("cli", {}))
+    if "default_component" in cli:
+        cli["default_component"] = rebase(cli["default_component"])
     if cli:
         lines += ["[cli]", *[f"{k} = {json.dumps(v)}" for k, v in cli.items()], ""]
-    for kind in ("scheduler", "component"):
-        for name, table in data.get(kind, {}).items():
-            lines += [f"[{kind}.{json.dumps(name)}]", *[f"{k} = {json.dumps(v)}" for k, v in table.items()], ""]
+    for name, table in data.get("scheduler", {}).items():
+        values = {k: typed(name, k, v) if typed else v for k, v in table.items()}
+        lines += [f"[scheduler.{json.dumps(name)}]", *[f"{k} = {json.dumps(v)}" for k, v in values.items()], ""]
+    for name, table in data.get("component", {}).items():
+        lines += [f"[component.{json.dumps(rebase(name))}]", *[f"{k} = {json.dumps(v)}" for k, v in table.items()],
+                  ""]
     return "\n".join(lines)
+
+
+class _Rebase:
+    """A component reference of a ``.torchxconfig`` (``FILE.py:FUNCTION``, a spec's path, a built-in's name)
+    as the new config at ``output`` names it: a path relative to that config's folder."""
+
+    def __init__(self, path: str, output: str | None) -> None:
+        config_dir = os.path.dirname(os.path.abspath(path))
+        self.bases = [os.getcwd(), *_ancestors(config_dir)]
+        self.folder = os.path.dirname(os.path.abspath(output or "x"))
+
+    def __call__(self, ref: str) -> str:
+        from torchspec.components import PYTHON_COMPONENT
+        from torchspec.config import is_component_path
+
+        python = PYTHON_COMPONENT.match(ref)
+        file, suffix = (python.group("path"), ":" + python.group("function")) if python else (ref, "")
+        if not python and not is_component_path(ref):
+            return ref  # a built-in or a package's component: a name, not a path
+        if os.path.isabs(os.path.expanduser(file)):
+            return os.path.expanduser(file) + suffix
+        found = os.path.normpath(next((os.path.join(b, file) for b in self.bases
+                                       if os.path.exists(os.path.join(b, file))), os.path.join(self.bases[0], file)))
+        if os.path.commonpath([found, self.folder]) == os.sep:  # no folder in common: the absolute path
+            return found + suffix
+        return os.path.relpath(found, self.folder) + suffix
+
+
+def _ancestors(folder: str) -> List[str]:
+    out = [folder]
+    while os.path.dirname(out[-1]) != out[-1]:
+        out.append(os.path.dirname(out[-1]))
+    return out
 
 
 __all__ = ["convert_component", "convert_torchx_config"]
