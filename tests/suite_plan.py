@@ -5,7 +5,8 @@ Why processes: most of the suite's time is waiting (on Docker, Slurm, Ray, the K
 subprocess), so ``scripts/test`` runs it on a few pytest-xdist workers (``-n``, ``--dist loadgroup``).
 Each engine's tests form one xdist group (:func:`group_of`) and so run one after another on one worker, as
 they did before: they share one engine, and their fixtures clean up after whatever appeared during a test.
-Different engines, and the tests that need none, run side by side.
+Different engines, and the tests that need none, run side by side; each of the other files is a group of its
+own, so a module's fixtures are made once, on one worker.
 
 Why an order: on a fresh machine ``scripts/test`` starts the Kubernetes test cluster in the background, and
 its Go build takes about 25 minutes on 2 cores. While it runs, the tests that need that cluster go last, so
@@ -80,7 +81,7 @@ def needs_k8s(item: pytest.Item) -> bool:
     return K8S_MARKER in getattr(item, "fixturenames", ()) or item.get_closest_marker(K8S_MARKER) is not None
 
 
-def group_of(item: pytest.Item) -> Optional[str]:
+def engine_of(item: pytest.Item) -> Optional[str]:
     """The engine whose tests this one must not run beside: its path's, its fixtures', its parameter's
     (tests/run_policy.py knows them), or the cluster's for a test marked for it; None for the rest."""
     engine = run_policy.engine_of_item(item)
@@ -89,15 +90,21 @@ def group_of(item: pytest.Item) -> Optional[str]:
     return "kubernetes" if needs_k8s(item) else None
 
 
+def group_of(item: pytest.Item) -> str:
+    """The xdist group: the engine's, else the test's file, so a module's fixtures (a site built with mkdocs, a
+    venv, a wheel) are made once, on one worker, as they would be in one process."""
+    return engine_of(item) or item.nodeid.split("::")[0]
+
+
 def plan(items: List[pytest.Item], k8s_first: bool = False) -> List[pytest.Item]:
     """The engines' tests first (xdist hands each group to a worker as one unit, where its first test
     stands), then the rest; the cluster's tests first or last, as ``k8s_first`` says. A stable partition, so
     modules still run top to bottom."""
-    groups = [group_of(item) for item in items]
-    k8s = [item for item, group in zip(items, groups) if group == "kubernetes"]
-    engines = [item for item, group in zip(items, groups) if group not in (None, "kubernetes")]
-    rest = [item for item, group in zip(items, groups) if group is None]
-    return k8s + engines + rest if k8s_first else engines + rest + k8s
+    engines = [engine_of(item) for item in items]
+    k8s = [item for item, engine in zip(items, engines) if engine == "kubernetes"]
+    others = [item for item, engine in zip(items, engines) if engine not in (None, "kubernetes")]
+    rest = [item for item, engine in zip(items, engines) if engine is None]
+    return k8s + others + rest if k8s_first else others + rest + k8s
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -105,9 +112,7 @@ def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
     """Order first, then group: tryfirst, since xdist's own hook reads the groups to rename the tests."""
     items[:] = plan(items, os.environ.get(K8S_FIRST_ENV) == "1")
     for item in items:
-        group = group_of(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(group_of(item)))
 
 
 def run_started() -> float:

@@ -30,7 +30,8 @@ def test_the_plan_puts_the_engines_first_and_the_cluster_first_or_last() -> None
     assert [item.name for item in suite_plan.plan(items)] == ["docker", "ray", "lint", "k8s-a", "k8s-b"]
     assert [item.name for item in suite_plan.plan(items, k8s_first=True)] == ["k8s-a", "k8s-b", "docker", "ray",
                                                                                "lint"]
-    assert [suite_plan.group_of(item) for item in items] == ["kubernetes", None, "kubernetes", "docker", "ray"]
+    assert [suite_plan.group_of(item) for item in items] == ["kubernetes", "tests/test_x.py", "kubernetes", "docker",
+                                                             "ray"]
 
 
 def test_setup_timings_are_read_from_scripts_test() -> None:
