@@ -332,3 +332,13 @@ def test_the_kubernetes_pages_fields_example(tmp_path: pathlib.Path, flavor: str
     assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK", "SYS_PTRACE"]}}
     for labels in [template["metadata"]["labels"]] + [o["metadata"]["labels"] for o in request.objects]:
         assert labels["team"] == "ml" and labels["example.com/cost-center"] == "1234"
+
+
+def test_the_clusters_version_is_asked_once_a_while(stand_in: FakeApiServer, tmp_path: pathlib.Path) -> None:
+    """The language server lints on every change: the version is asked once per server, not per lint."""
+    from torchspec.schedulers.kubernetes import check
+
+    check._versions.clear()
+    for _ in range(3):
+        assert lint_sidecar(tmp_path).diagnostics == []
+    assert [r for r in stand_in.requests if r[1] == "/version"] == [("GET", "/version", {})]

@@ -19,6 +19,7 @@ offline; the server is asked once they are all built.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Sequence
 
@@ -100,12 +101,26 @@ def _default_versions(cfg: Mapping[str, Any], cluster: "Cluster | None", notes: 
 VERSION_TIMEOUT_S = 3.0
 
 
+#: Seconds an answer (or its absence) stays good in this process: the language server lints on every change.
+VERSION_CACHE_S = 300.0
+_versions: Dict[tuple[str, str | None], tuple[float, tuple[str, str] | None]] = {}
+
+
 def cluster_version(cluster: "Cluster | None", context: str | None) -> tuple[str, str] | None:
     """(``major.minor``, the server's address) of the cluster ``cluster`` reaches through ``context``; None
     when there is no configuration (then the kubernetes package is not even imported), or no answer within
-    :data:`VERSION_TIMEOUT_S`."""
+    :data:`VERSION_TIMEOUT_S`.  Kept :data:`VERSION_CACHE_S` seconds per kubeconfig and context."""
     if cluster is None or not cluster.has_configuration():
         return None
+    key = (cluster.where(context), context or cluster.context)  # the server's address: no request sent
+    stamp, known = _versions.get(key, (float("-inf"), None))
+    if time.monotonic() - stamp < VERSION_CACHE_S:
+        return known
+    _versions[key] = (time.monotonic(), _ask_version(cluster, context))
+    return _versions[key][1]
+
+
+def _ask_version(cluster: "Cluster", context: str | None) -> tuple[str, str] | None:
     try:
         from kubernetes import client as k8s_client
 
