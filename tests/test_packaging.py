@@ -30,7 +30,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "torchspec"
 #: what the build reads, copied to a temporary folder
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "MANIFEST.in", "torchspec", "tests", "examples",
-           "docs", "schemas", "scripts", "bench", "action.yml", "mkdocs.yml", ".pre-commit-hooks.yaml")
+           "docs", "schemas", "scripts", "bench", "action.yml", "mkdocs.yml", ".pre-commit-hooks.yaml", ".ci", ".github")
 
 
 def _setuptools_new_enough() -> bool:
@@ -110,7 +110,8 @@ def test_the_sdist_holds_what_the_tests_need(built: Dict[str, pathlib.Path]) -> 
     tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "tests", "examples", "docs", "schemas"],
                              capture_output=True, text=True).stdout.split() if shutil.which("git") else []
     for name in ["LICENSE", "CHANGELOG.md", "README.md", "mkdocs.yml", "tests/conftest.py", "examples/hello.yaml",
-                 "docs/index.md", "schemas/appdef.schema.json", "torchspec/schemas/appdef.schema.json", *tracked]:
+                 "docs/index.md", "schemas/appdef.schema.json", "torchspec/schemas/appdef.schema.json", ".ci/run",
+                 ".github/workflows/release.yml", *tracked]:
         assert name in names, name
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
