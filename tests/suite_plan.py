@@ -19,7 +19,8 @@ Why a budget: CI must end within 60 minutes on a new machine (its hard limit is 
 exports when it started (``TORCHSPEC_SUITE_STARTED``, seconds since the epoch) and how long each setup step
 took; when the run ends, the process that prints the summary (xdist's controller, or the only one) adds one
 failed test, ``suite budget``, when the whole run, setup included, passed ``TORCHSPEC_SUITE_BUDGET_S``
-(3600 by default), so a change that makes CI slow fails where it is made, not in the next session's CI.
+(4800 by default, 10 minutes before CI's hard limit), so a change that makes CI slow fails where it is made,
+not in the next session's CI.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ SETUP_ENV = "TORCHSPEC_SETUP_TIMINGS"
 #: "1" when the cluster's tests go first: set once by the process that starts the workers, so that every
 #: worker collects the same order (xdist refuses a run whose workers collected differently)
 K8S_FIRST_ENV = "TORCHSPEC_K8S_FIRST"
-DEFAULT_BUDGET_S = 3600.0
+#: CI's hard limit is 90 minutes; the budget fails a run 10 minutes before it (the goal, 60 minutes on a cold
+#: machine, is measured and written in docs/development.md, "CI time")
+DEFAULT_BUDGET_S = 4800.0
 #: The node id of the failure a run over its budget gets.
 BUDGET_NODEID = "tests/suite_plan.py::suite budget"
 
