@@ -8,6 +8,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 import textwrap
 from typing import Any
 
@@ -484,7 +485,10 @@ def _imported(*lint_args: str) -> list[str]:
             f"sys.argv = ['torchspec', 'lint', *{list(lint_args)!r}]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             f"print(sorted(m for m in {watched!r} if m in sys.modules))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    # no cluster configured (CI has one: with it, lint asks the cluster's /version through the kubernetes package)
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    env["HOME"] = tempfile.mkdtemp(prefix="no-kubeconfig-")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
     return json.loads(r.stdout.strip().splitlines()[-1].replace("'", '"'))
 
 
