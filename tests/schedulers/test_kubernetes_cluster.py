@@ -540,9 +540,7 @@ roles:
 CAP_IPC_LOCK = 14
 
 
-# the stand-in only until the real cluster has run it once (written while the cluster was being built; its
-# sandboxed runtime's CapEff and /version are not yet seen): add "real" back with that run (issue 35's note)
-@pytest.mark.parametrize("target", ["stand-in"], indirect=True)
+@pytest.mark.parametrize("target", ["stand-in", "real"], indirect=True)
 def test_requests_apart_from_limits_ipc_lock_and_labels_run_and_list_finds_them(target: Target,
                                                                               tmp_path: pathlib.Path) -> None:
     spec = tmp_path / "fields.yaml"
@@ -575,9 +573,7 @@ def test_requests_apart_from_limits_ipc_lock_and_labels_run_and_list_finds_them(
     wait_gone(target)
 
 
-# the stand-in only until the real cluster has run it once (written while the cluster was being built; its
-# sandboxed runtime's CapEff and /version are not yet seen): add "real" back with that run (issue 35's note)
-@pytest.mark.parametrize("target", ["stand-in"], indirect=True)
+@pytest.mark.parametrize("target", ["stand-in", "real"], indirect=True)
 def test_a_native_sidecar_passes_lint_against_the_clusters_version(target: Target, tmp_path: pathlib.Path) -> None:
     """lint reads the cluster's /version (the real one: 1.37; the stand-in says 1.31) and checks against it; a
     native sidecar (Kubernetes 1.29 and newer) passes, and -c k8s_version=1.27 (an older cluster too) refuses it."""
