@@ -37,6 +37,7 @@ NODE_CPUS = 2
 NODE_MEMORY = 2_000_000_000
 OBJECT_STORE = 200_000_000
 START_TIMEOUT_S = 120
+START_TRIES = 3
 
 
 def ray_or_skip() -> None:
@@ -111,10 +112,8 @@ class RayTestCluster:
         self.gcs, self.address = f"127.0.0.1:{gcs}", f"127.0.0.1:{dashboard}"
         self.head_args = ["--head", f"--port={gcs}", f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1",
                           f"--ray-client-server-port={client}"]
-        self._start("head", list(self.head_args))
-        self.wait_nodes(1)
-        self._start("worker", [f"--address={self.gcs}"])
-        self.wait_nodes(2)
+        self._join("head", self.head_args, 1)
+        self._join("worker", [f"--address={self.gcs}"], 2)
         return self
 
     def add_node(self, name: str, resources: Dict[str, float]) -> subprocess.Popen:
@@ -122,10 +121,51 @@ class RayTestCluster:
         caller stops it with :meth:`stop_node` (the session's end stops it too)."""
         import json
 
-        count = len(self.nodes())
-        self._start(name, [f"--address={self.gcs}", f"--resources={json.dumps(resources)}"])
-        self.wait_nodes(count + 1)
-        return self.procs[-1]
+        return self._join(name, [f"--address={self.gcs}", f"--resources={json.dumps(resources)}"],
+                          len(self.nodes()) + 1)
+
+    def _join(self, name: str, args: List[str], n: int, first: bool = False) -> subprocess.Popen:
+        """Start a node and wait until the cluster counts ``n`` nodes.  ``ray start`` waits only 30 s (a
+        constant in ray/_private/node.py) for its raylet to register with the GCS, which a loaded machine
+        can miss (seen in CI: "The current node timed out during startup"): a node whose ``ray start``
+        gave up is cleared away and started again, up to :data:`START_TRIES` times."""
+        problem = ""
+        for attempt in range(START_TRIES):
+            self._start(name if attempt == 0 else f"{name}-again{attempt}", list(args))
+            if first:
+                self.procs.insert(0, self.procs.pop())
+            proc = self.procs[0] if first else self.procs[-1]
+            problem = self._wait(n, [proc])
+            if not problem:
+                return proc
+            gave_up = proc.poll() is not None
+            self.stop_node(proc)  # what it started (a raylet, a GCS) is in its process group
+            self.procs.remove(proc)
+            if not gave_up:
+                break  # it timed out here, where trying again would not help
+        self._fail(n, problem)
+        raise AssertionError("unreachable")  # pytest.fail raised
+
+    def _wait(self, n: int, watch: List[subprocess.Popen]) -> str:
+        """'' once the cluster counts ``n`` live nodes, else what went wrong: a node's ``ray start``
+        exited, or :data:`START_TIMEOUT_S` passed."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        problem = f"not within {START_TIMEOUT_S} s"
+        while time.monotonic() < deadline:
+            if any(p.poll() is not None for p in watch):
+                return "a ray start process exited"
+            try:
+                if len(self.nodes()) >= n:
+                    return ""
+            except Exception as e:  # the dashboard is not up yet
+                problem = str(e).splitlines()[0] if str(e) else type(e).__name__
+            time.sleep(1)
+        return problem
+
+    def _fail(self, n: int, problem: str) -> None:
+        tails = "\n".join(f"--- {log}\n" + log.read_text(errors="replace")[-3000:] for log in self.logs)
+        self.stop()
+        pytest.fail(f"the Ray test cluster did not come up with {n} node(s): {problem}\n{tails}")
 
     def stop_head(self) -> None:
         """Stop the head node (SIGTERM, as ``ray stop`` would), its address left free for :meth:`start_head`."""
@@ -140,10 +180,8 @@ class RayTestCluster:
 
     def start_head(self) -> None:
         """Start a head again on the same addresses: a new cluster (Ray keeps no jobs without GCS fault
-        tolerance), where the old worker node does not belong."""
-        self._start(f"head{len(self.procs)}", list(self.head_args))
-        self.procs.insert(0, self.procs.pop())
-        self.wait_nodes(1, watch=self.procs[:1])  # the old worker node may give up on the cluster meanwhile
+        tolerance), where the old worker node does not belong (it may give up on the cluster meanwhile)."""
+        self._join(f"head{len(self.procs)}", self.head_args, 1, first=True)
 
     def stop_node(self, proc: subprocess.Popen) -> None:
         """Take a node away as a lost machine would go: SIGKILL to every process of it at once."""
@@ -162,23 +200,6 @@ class RayTestCluster:
                     if str(n.state).endswith("ALIVE")]
         finally:
             os.environ.pop("RAY_API_SERVER_ADDRESS", None)
-
-    def wait_nodes(self, n: int, watch: Optional[List[subprocess.Popen]] = None) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        problem = ""
-        while time.monotonic() < deadline:
-            if any(p.poll() is not None for p in (self.procs if watch is None else watch)):
-                problem = "a ray start process exited"
-                break
-            try:
-                if len(self.nodes()) >= n:
-                    return
-            except Exception as e:  # the dashboard is not up yet
-                problem = str(e).splitlines()[0] if str(e) else type(e).__name__
-            time.sleep(1)
-        tails = "\n".join(f"--- {log}\n" + log.read_text(errors="replace")[-3000:] for log in self.logs)
-        self.stop()
-        pytest.fail(f"the Ray test cluster did not come up with {n} node(s): {problem}\n{tails}")
 
     def stop(self) -> None:
         """SIGTERM each node (worker first), then SIGKILL what is left of their process groups."""
