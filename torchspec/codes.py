@@ -432,6 +432,18 @@ _ALL = [
                 "# fix\n"
                 "secrets: [{env: HF_TOKEN, name: hf-token, key: token}]",
     ),
+    Code(
+        "TS510", "bad-depends-on", ERROR, "A role depends on a role the app lacks, on itself, or in a cycle.",
+        why="A role named in depends_on is waited for before the role starts; a role that does not exist, the "
+            "role itself or roles that wait for each other would leave it waiting forever (or, on a scheduler "
+            "that refuses the app, fail only at submit).",
+        fix="Name another role of the app (finished: every replica exited with 0; ready: every replica "
+            "running), and break any cycle.",
+        example="# bad: no role is called donwload\n"
+                "depends_on: [{role: donwload, when: finished}]\n"
+                "# fix\n"
+                "depends_on: [{role: download, when: finished}]",
+    ),
     # scheduler checks (lint --scheduler NAME)
     Code(
         "TS601", "scheduler-refuses", ERROR, "The scheduler named with --scheduler refuses the spec in a dry run.",

@@ -88,7 +88,7 @@ def test_clean_document_yields_nothing() -> None:
 
 
 def test_every_rule_is_registered_once() -> None:
-    assert len(rules.RULES) == len(set(rules.RULES)) == 9
+    assert len(rules.RULES) == len(set(rules.RULES)) == 10
     assert all(r.__doc__ and r.__doc__.startswith("TS5") for r in rules.RULES)
 
 
@@ -262,8 +262,14 @@ def test_ts503_later_duplicates_point_at_their_name() -> None:
 
 
 def test_ts503_distinct_names_are_fine() -> None:
-    data = {"name": "app", "roles": [{"name": n, "image": "i", "entrypoint": "e"} for n in ("a", "b", "A")]}
+    data = {"name": "app", "roles": [{"name": n, "image": "i", "entrypoint": "e"} for n in ("a", "b", "a.2")]}
     assert check(make(data)) == []
+
+
+def test_ts503_names_apart_only_by_case_share_a_hosts_variable() -> None:
+    data = {"name": "app", "roles": [{"name": n, "image": "i", "entrypoint": "e"} for n in ("a", "b", "A")]}
+    found = only(check(make(data)), "TS503")
+    assert found.message == "roles 'a' and 'A' would both set TORCHSPEC_HOSTS_A" and found.path == "roles[2].name"
 
 
 # ---------------------------------------------------------------- TS504 duplicate-port
@@ -531,3 +537,69 @@ def test_ts509_each_problem(item: dict[str, str], where: str, words: str) -> Non
 def test_ts509_one_mount_folder_twice() -> None:
     found = check(make(one_role(secrets=[{"mount": "/m", "name": "a"}, {"mount": "/m", "name": "b"}])))
     assert codes_of(found) == ["TS509"] and found[0].path == "roles[0].secrets[1].mount"
+
+
+# ---------------------------------------------------------------- TS510 bad-depends-on, ${hosts_env:ROLE}
+
+DEPENDS_TEXT = """\
+name: app
+roles:
+  - name: download
+    image: img
+    entrypoint: python
+    args: ["${hosts_env:trainer}", "${hosts_env:trainr}", "$${hosts_env:nobody}"]
+  - name: trainer
+    image: img
+    entrypoint: python
+    depends_on: [{role: donwload, when: finished}, trainer, {role: ps, when: ready}]
+  - name: ps
+    image: img
+    entrypoint: python
+    depends_on: [{role: a-b, when: ready}]
+  - name: a-b
+    image: img
+    entrypoint: python
+    depends_on: [ps]
+  - name: a_b
+    image: img
+    entrypoint: python
+"""
+
+
+def test_ts510_unknown_role_self_and_cycle_are_positioned_with_hints() -> None:
+    from torchspec.lint import lint_text
+
+    found = [d for d in lint_text(DEPENDS_TEXT, "spec.yaml").diagnostics if d.code == "TS510"]
+    got = [(d.line, d.column, d.path, d.message, d.hint) for d in found]
+    assert got == [
+        (10, 25, "roles[1].depends_on[0].role", "role 'trainer' depends on 'donwload', which is no role of the app",
+         "did you mean 'download'?"),
+        (10, 52, "roles[1].depends_on[1]", "role 'trainer' depends on itself: it would never start",
+         "name another role, or drop this item"),
+        (18, 18, "roles[3].depends_on[0]", "roles wait for each other in a cycle: ps -> a-b -> ps; none would start",
+         "drop one of these dependencies"),
+    ]
+
+
+def test_hosts_env_macro_names_a_role_and_host_variables_cannot_clash() -> None:
+    from torchspec.lint import lint_text
+
+    found = lint_text(DEPENDS_TEXT, "spec.yaml").diagnostics
+    ts501 = only(found, "TS501")
+    assert (ts501.line, ts501.path, ts501.hint) == (6, "roles[0].args[1]", "did you mean 'trainer'?")
+    assert ts501.message == "'${hosts_env:trainr}' names no role of the app"
+    ts503 = only(found, "TS503")
+    assert ts503.path == "roles[4].name" and "TORCHSPEC_HOSTS_A_B" in ts503.message
+
+
+def test_hosts_env_macro_outside_args_and_env_is_never_substituted() -> None:
+    found = check(make({"name": "app", "roles": [
+        {"name": "ps", "image": "${hosts_env:ps}", "entrypoint": "x"}]}))
+    assert codes_of(found) == ["TS502"]
+
+
+@pytest.mark.parametrize("depends_on", [[], ["ps"], [{"role": "ps"}], [{"role": "ps", "when": "ready"}]])
+def test_ts510_quiet_on_good_dependencies(depends_on: list[Any]) -> None:
+    data = {"name": "app", "roles": [{"name": "ps", "image": "i", "entrypoint": "x", "args": ["${hosts_env:ps}"]},
+                                     {"name": "trainer", "image": "i", "entrypoint": "x", "depends_on": depends_on}]}
+    assert check(make(data)) == []

@@ -15,16 +15,20 @@ from string import Template
 from typing import Any, Callable, Iterable, Iterator
 
 from torchspec import codes
-from torchspec.errors import Diagnostic, did_you_mean, format_path
+from torchspec.errors import Diagnostic, did_you_mean, did_you_mean_hint, format_path
 from torchspec.loader.document import Document, Path
+from torchspec.specs.api import HOSTS_CLASH_HINT, hosts_env_clashes
+from torchspec.specs.dependencies import RoleDependency, dependency_problems
 
-__all__ = ["MACROS", "SUBSTITUTED_FIELDS", "Rule", "RULES", "check", "find_macros", "fix_env_name",
+__all__ = ["HOSTS_MACRO", "MACROS", "SUBSTITUTED_FIELDS", "Rule", "RULES", "check", "find_macros", "fix_env_name",
            "parse_mount_string", "rule", "secret_problems"]
 
 Rule = Callable[[Document], Iterable[Diagnostic]]
 
 #: Runtime macros TorchX schedulers fill in (``torchx.specs.macros.Values``).
 MACROS = ("img_root", "base_img_root", "app_id", "replica_id", "rank0_env")
+#: ``${hosts_env:ROLE}``: the one macro with an argument, a role's name (string.Template cannot read it).
+HOSTS_MACRO = "hosts_env:"
 #: Role fields whose strings schedulers pass through ``macros.Values.apply``; nothing else is substituted.
 SUBSTITUTED_FIELDS = ("args", "env")
 
@@ -88,7 +92,7 @@ def find_macros(text: str) -> list[tuple[str, str]]:
             found.append((match.group(0), braced))
         elif match.group("invalid") is not None:
             loose = _LOOSE_BRACES.match(text, match.end())
-            if loose and loose.group(1).strip().lower() in MACROS:
+            if loose and (loose.group(1).strip().lower() in MACROS or loose.group(1).startswith(HOSTS_MACRO)):
                 found.append(("$" + loose.group(0), loose.group(1)))
     return found
 
@@ -155,8 +159,15 @@ def unknown_macro(doc: Document) -> Iterator[Diagnostic]:
     ``${i}`` in a ``bash -c`` line are shell variables that schedulers pass
     through untouched, and flagging them would teach users to ignore TS501.
     """
+    roles = [role["name"] for _, role in _roles(doc) if isinstance(role.get("name"), str)]
     for path, text, is_key in _macro_strings(doc):
         for written, name in find_macros(text):
+            if name.startswith(HOSTS_MACRO):
+                role = name[len(HOSTS_MACRO):]
+                if role not in roles:
+                    yield _diag(doc, "TS501", f"{_quote(written)} names no role of the app", path,
+                                did_you_mean_hint(role, roles, "the app's roles"), key=is_key)
+                continue
             if name in MACROS:
                 continue
             guess = did_you_mean(name.strip(), MACROS)
@@ -173,7 +184,7 @@ def macro_not_substituted(doc: Document) -> Iterator[Diagnostic]:
         if _is_substituted(path, is_key):
             continue
         for written, name in find_macros(text):
-            if name not in MACROS:
+            if name not in MACROS and not name.startswith(HOSTS_MACRO):
                 continue
             if is_key and len(path) == 4 and path[2] == "env":
                 hint = (f"schedulers substitute macros in env values, not names: use a fixed name and put "
@@ -205,6 +216,15 @@ def duplicate_role(doc: Document) -> Iterator[Diagnostic]:
         names.add(f"{name}-{suffix}")
         yield _diag(doc, "TS503", f"role name {_quote(name)} is already used by roles[{first[name]}]",
                     ("roles", index, "name"), f"give each role its own name, e.g. '{name}-{suffix}'")
+    yield from _same_hosts_env(doc)
+
+
+def _same_hosts_env(doc: Document) -> Iterator[Diagnostic]:
+    """TS503 too: two role names that give one ``TORCHSPEC_HOSTS_<ROLE>`` (``a-b``, ``a_b``); one role's hosts
+    would be lost, so every scheduler refuses them."""
+    named = [(index, role["name"]) for index, role in _roles(doc) if isinstance(role.get("name"), str)]
+    for position, message in hosts_env_clashes([name for _, name in named]):
+        yield _diag(doc, "TS503", message, ("roles", named[position][0], "name"), HOSTS_CLASH_HINT)
 
 
 @rule
@@ -482,3 +502,24 @@ def bad_secret(doc: Document) -> Iterator[Diagnostic]:
                     yield _diag(doc, "TS509", f"the {kind} {value!r} is set twice in role {role.get('name')!r}",
                                 at + (field,), "keep one: a replica would get only one of the two values")
                 taken[(field, value) if field == "mount" else value] = at
+
+
+# ---------------------------------------------------------------- depends_on (TS510)
+
+@rule
+def bad_depends_on(doc: Document) -> Iterator[Diagnostic]:
+    """TS510: a role waiting for a role the app lacks, for itself, or in a cycle would never start."""
+    roles: list[tuple[str, list[RoleDependency]]] = []
+    where: list[int] = []
+    for index, role in _roles(doc):
+        items = role.get("depends_on")
+        deps = [RoleDependency(item) if isinstance(item, str) else RoleDependency(str(item.get("role")),
+                                                                                 str(item.get("when", "finished")))
+                for item in (items if isinstance(items, list) else []) if isinstance(item, (str, dict))]
+        roles.append((str(role.get("name")), deps))
+        where.append(index)
+    for position, (at, message, hint) in dependency_problems(roles):
+        items = doc.data["roles"][where[position]].get("depends_on") or []
+        if at[0] == "depends_on" and len(at) > 2 and isinstance(items[at[1]], str):
+            at = at[:2]  # a name alone: the item itself is the role
+        yield _diag(doc, "TS510", message, ("roles", where[position]) + at, hint)

@@ -12,6 +12,8 @@ from typing import Iterator
 
 from torchspec.errors import AppRefusedError, TorchSpecError
 from torchspec.specs import MISSING, AppDef
+from torchspec.specs.api import HOSTS_CLASH_HINT, hosts_env_clashes
+from torchspec.specs.dependencies import dependency_problems
 
 
 def validate_app(app: AppDef) -> None:
@@ -27,6 +29,19 @@ def validate_app(app: AppDef) -> None:
             raise AppRefusedError(
                 f"Non-positive replicas for role: {role.name}. Did you forget to set role.num_replicas?"
             )
+    _check_roles_together(app)
+
+
+def _check_roles_together(app: AppDef) -> None:
+    """What lint's TS503 and TS510 say of spec files, for every app (a Python component's too): two roles
+    whose hosts variable would be one, and ``depends_on`` naming no role, the role itself, or a cycle."""
+    for index, message in hosts_env_clashes([r.name for r in app.roles])[:1]:
+        raise AppRefusedError(message, HOSTS_CLASH_HINT, code="TS503", path=("roles", index, "name"))
+    found = list(dependency_problems([(r.name, r.depends_on) for r in app.roles]))
+    if found:
+        problems = [(("roles", index) + at, message) for index, (at, message, _) in found]
+        raise AppRefusedError("; ".join(m for _, m in problems), found[0][1][2], code="TS510",
+                              path=problems[0][0], problems=problems)
 
 
 @contextlib.contextmanager

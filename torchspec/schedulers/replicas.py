@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import re
 import string
-from typing import TYPE_CHECKING, Dict
+from typing import TYPE_CHECKING, Callable, Dict
 
 
 if TYPE_CHECKING:
-    from torchspec.specs import AppDef
+    from torchspec.specs import AppDef, Role
 
 #: Environment variables every replica gets (besides its role's env).
 ENV_APP_ID = "TORCHSPEC_APP_ID"
@@ -85,6 +85,15 @@ def env_line(key: str, value: str) -> str:
     return f"{key}=$'{escaped}'"
 
 
+def hosts_env(app: "AppDef", host: Callable[["Role", int], str]) -> Dict[str, str]:
+    """``TORCHSPEC_HOSTS_<ROLE>`` of every role of ``app``: ``host(role, k)`` of each replica, comma-separated,
+    replica 0 first.  Every replica of every role gets them all, whichever backend started it, so a role finds
+    another without knowing the backend's naming (what ``${hosts_env:ROLE}`` names)."""
+    from torchspec.specs.api import role_hosts_env  # here: the local supervisor imports this module, bare
+
+    return {role_hosts_env(r.name): ",".join(host(r, k) for k in range(r.num_replicas)) for r in app.roles}
+
+
 def check_role_names(app: "AppDef") -> None:
     """Refuse an app without roles, or with two roles of one name (a role's name names its replicas)."""
     from torchspec.errors import AppRefusedError  # here: the local supervisor imports this module, bare
@@ -106,6 +115,7 @@ __all__ = [
     "check_role_names",
     "dns_label",
     "env_line",
+    "hosts_env",
     "make_app_id",
     "replica_env",
 ]

@@ -30,6 +30,7 @@ from torchspec.specs.api import (
     Resource,
     RetryPolicy,
     Role,
+    RoleDependency,
     RoleStatus,
     SecretRef,
     UnknownAppException,

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from string import Template
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, List, Mapping, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generic, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from torchspec.specs import cases
+from torchspec.specs.dependencies import RoleDependency
 from torchspec.specs.secrets import SecretRef
 
 from torchspec.specs.handles import (
@@ -191,6 +193,36 @@ def _null_resource() -> Resource:
     return NULL_RESOURCE
 
 
+#: ``$$`` (left alone), or ``${hosts_env:ROLE}`` with ROLE in group 2.
+_HOSTS_MACRO = re.compile(r"\$(\$|\{hosts_env:([^{}$]*)\})")
+#: What ``${hosts_env:ROLE}`` becomes: this prefix and the role's name as a variable name.
+ENV_HOSTS_PREFIX = "TORCHSPEC_HOSTS_"
+_NOT_ENV_CHARS = re.compile(r"[^A-Za-z0-9]")
+
+
+def role_hosts_env(role_name: str) -> str:
+    """``TORCHSPEC_HOSTS_<ROLE>``: ``role_name`` upper-cased, every character a variable name cannot hold
+    as ``_`` (``parameter-server`` -> ``TORCHSPEC_HOSTS_PARAMETER_SERVER``).  Two roles whose names give one
+    variable are refused (lint TS503, and every scheduler), so each variable names one role."""
+    return ENV_HOSTS_PREFIX + _NOT_ENV_CHARS.sub("_", role_name).upper()
+
+
+def hosts_env_clashes(names: List[str]) -> List[Tuple[int, str]]:
+    """``(index, message)`` for each role name whose ``TORCHSPEC_HOSTS_<ROLE>`` an earlier role's name gives
+    too (``a-b`` after ``a_b``): one of the two roles' hosts would be lost."""
+    seen: Dict[str, str] = {}
+    found = []
+    for index, name in enumerate(names):
+        other = seen.setdefault(role_hosts_env(name), name)
+        if other != name:
+            found.append((index, f"roles {other!r} and {name!r} would both set {role_hosts_env(name)}"))
+    return found
+
+
+#: The hint of every :func:`hosts_env_clashes` problem.
+HOSTS_CLASH_HINT = "rename one of them: the variable holding a role's hosts is named after it"
+
+
 class macros:
     """Placeholders a scheduler fills in per replica, in ``Role.args`` items, ``Role.env`` values
     and (nested) ``Role.metadata`` strings.  Macros in any other Role field are NOT substituted.
@@ -202,6 +234,11 @@ class macros:
     4. ``rank0_env``: the NAME of an environment variable that holds rank 0's
        host; expand it in a shell (wrap the command in ``sh -c``) or in the app.
        Not every scheduler provides it.
+    5. ``hosts_env``: written ``${hosts_env:ROLE}``, the NAME of the environment
+       variable (``TORCHSPEC_HOSTS_<ROLE>``) that holds the host names of ROLE's
+       replicas, comma-separated, replica 0 first: every replica of every role
+       gets one such variable per role of the app, on every scheduler, so a
+       trainer finds its parameter server without knowing a flavor's DNS names.
 
     ``base_img_root`` is deprecated and kept for old specs.
     """
@@ -211,6 +248,11 @@ class macros:
     app_id = "${app_id}"
     replica_id = "${replica_id}"
     rank0_env = "${rank0_env}"
+
+    @staticmethod
+    def hosts_env(role_name: str) -> str:
+        """``${hosts_env:ROLE}``: the macro naming the variable with ``role_name``'s hosts."""
+        return "${hosts_env:%s}" % role_name
 
     @dataclass
     class Values:
@@ -270,7 +312,12 @@ class macros:
             return asdict(self)
 
         def substitute(self, arg: str) -> str:
-            """``arg`` with the macros filled in; ``$$`` is a literal ``$`` and unknown ``${x}`` stay."""
+            """``arg`` with the macros filled in; ``$$`` is a literal ``$`` and unknown ``${x}`` stay.
+
+            ``${hosts_env:ROLE}`` is filled in first (string.Template cannot read a name with ``:``);
+            an escaped ``$${hosts_env:ROLE}`` is left for Template, which makes it literal.
+            """
+            arg = _HOSTS_MACRO.sub(lambda m: m.group(0) if m.group(1) == "$" else role_hosts_env(m.group(2)), arg)
             return Template(arg).safe_substitute(**self.to_dict())
 
 
@@ -339,6 +386,8 @@ class Role:
     ``secrets`` (torchspec's, after TorchX's fields, so TorchX-style calls
     are unchanged) names secrets and ConfigMaps by reference for env
     variables or files (:class:`~torchspec.specs.secrets.SecretRef`).
+    ``depends_on`` (torchspec's too) holds the role back until other roles
+    have finished or are ready (:class:`~torchspec.specs.dependencies.RoleDependency`).
 
     ``overrides`` maps attribute names to a zero-argument callable or an
     awaitable that computes the attribute on first read (see
@@ -361,6 +410,7 @@ class Role:
     mounts: List[Union[BindMount, VolumeMount, DeviceMount]] = field(default_factory=list)
     overrides: Dict[str, Any] = field(default_factory=dict)
     secrets: List[SecretRef] = field(default_factory=list)
+    depends_on: List[RoleDependency] = field(default_factory=list)
 
     def __getattribute__(self, name: str) -> Any:
         if name == "overrides" or name.startswith("__"):
@@ -502,11 +552,14 @@ __all__ = [
     "BindMount",
     "CfgVal",
     "DeviceMount",
+    "ENV_HOSTS_PREFIX",
+    "HOSTS_CLASH_HINT",
     "InvalidRunConfigException",
     "MalformedAppHandleException",
     "MountType",
     "ParsedAppHandle",
     "ReplicaState",
+    "RoleDependency",
     "ReplicaStatus",
     "Resource",
     "RetryPolicy",
@@ -522,12 +575,14 @@ __all__ = [
     "Workspace",
     "cases",
     "get_type_name",
+    "hosts_env_clashes",
     "is_started",
     "is_terminal",
     "macros",
     "make_app_handle",
     "parse_app_handle",
     "parse_mounts",
+    "role_hosts_env",
     "runopt",
     "runopts",
     "to_dict",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchspec import specs
+from torchspec.specs.dependencies import FINISHED
 from torchspec.specs.secrets import SECRET
 
 
@@ -40,7 +41,15 @@ def build_role(r: dict[str, Any]) -> specs.Role:
         metadata=dict(r.get("metadata", {})),
         mounts=[m for spec in r.get("mounts", []) for m in build_mounts(spec)],
         secrets=[build_secret(s) for s in r.get("secrets", [])],
+        depends_on=[build_dependency(d) for d in r.get("depends_on", [])],
     )
+
+
+def build_dependency(value: Any) -> specs.RoleDependency:
+    """One ``depends_on`` item: a role's name (it must have finished) or ``{role: NAME, when: finished|ready}``."""
+    if isinstance(value, str):
+        return specs.RoleDependency(role=value)
+    return specs.RoleDependency(role=str(value["role"]), when=str(value.get("when", FINISHED)))
 
 
 #: A secret reference's keys, in the order ``dump_secret`` writes them.
@@ -120,6 +129,8 @@ def dump_role(role: specs.Role) -> dict[str, Any]:
         out["mounts"] = [dump_mount(m) for m in role.mounts]
     if role.secrets:
         out["secrets"] = [dump_secret(ref) for ref in role.secrets]
+    if role.depends_on:
+        out["depends_on"] = [{"role": d.role, "when": d.when} for d in role.depends_on]
     return out
 
 

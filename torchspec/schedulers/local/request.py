@@ -118,11 +118,14 @@ class ReplicaRequest(_Record):
 
 
 class RoleRequest(_Record):
-    """A role's replicas and its retry settings (``retry_policy`` as its string value)."""
+    """A role's replicas and its retry settings (``retry_policy`` as its string value); ``depends_on``: the
+    roles it starts after, ``[[ROLE, finished|ready], ...]`` (see order.py)."""
 
-    _fields = ("name", "max_retries", "retry_policy", "replicas")
+    _fields = ("name", "max_retries", "retry_policy", "replicas", "depends_on")
 
-    def __init__(self, name: str, max_retries: int, retry_policy: str, replicas: List[ReplicaRequest]) -> None:
+    def __init__(self, name: str, max_retries: int, retry_policy: str, replicas: List[ReplicaRequest],
+                 depends_on: Optional[List[List[str]]] = None) -> None:
+        depends_on = [list(d) for d in depends_on or []]
         self._assign(locals())
 
 
@@ -161,6 +164,7 @@ class LocalRequest(_Record):
                 max_retries=int(role["max_retries"]),
                 retry_policy=role["retry_policy"],
                 replicas=[ReplicaRequest.from_json(replica) for replica in role["replicas"]],
+                depends_on=role.get("depends_on"),
             )
             for role in data["roles"]
         ]
@@ -194,6 +198,8 @@ class LocalRequest(_Record):
                 f"  role {role.name}: {len(role.replicas)} replica(s),"
                 f" max_retries={role.max_retries}, retry_policy={role.retry_policy}"
             )
+            if role.depends_on:
+                lines.append("    starts after: " + ", ".join(f"{r} is {w}" for r, w in role.depends_on))
             for replica in role.replicas:
                 lines += replica.dryrun_lines(role.name)
         return "\n".join(lines)

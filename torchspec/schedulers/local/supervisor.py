@@ -82,6 +82,7 @@ from torchspec.schedulers.local.states import (
     SUPERVISOR_LOG,
     TERMINAL,
 )
+from torchspec.schedulers.local.order import never_started, startable, waiting_roles
 from torchspec.schedulers.local.request import LocalRequest, ReplicaRequest, RoleRequest
 
 # How often the main loop looks at its replicas when nothing wakes it earlier.
@@ -264,6 +265,9 @@ class Supervisor:
         # replicas whose process the pump saw exit, in the order it did; taken by the main loop
         self._exits: List[_Replica] = []
         self._exits_lock = threading.Lock()
+        #: each role's depends_on, and the roles that wait for theirs (started by :meth:`start_waiting`)
+        self.depends_on = {role.name: role.depends_on for role in self.request.roles}
+        self.waiting = list(waiting_roles(self.depends_on))
 
     # -- state --------------------------------------------------------------
 
@@ -430,11 +434,14 @@ class Supervisor:
                 f"--- torchspec: restart {replica.record['restarts']} of replica {replica.name}"
                 f" (exit code {replica.record['exit_code']}) ---"
             )
-        self.launch(replicas)
+        self.launch([replica for replica in replicas if replica.role.name not in self.waiting])
         self.save()
 
     def give_up(self, cause: _Replica, failed: List[_Replica]) -> int:
         self.stop(self.replicas, "CANCELLED")
+        for replica in self.replicas:
+            if replica.role.name in self.waiting:
+                replica.record["state"] = "CANCELLED"  # never started: the app ended first
         role = cause.role
         details = ", ".join(f"{r.name} ({_describe_exit(r.record['exit_code'])})" for r in failed)
         msg = (
@@ -443,7 +450,7 @@ class Supervisor:
             f" retry_policy={role.retry_policy}, app restarts: {self.state['num_restarts']});"
             f" failed replicas: {details}"
         )
-        return self.finish("FAILED", msg)
+        return self.finish("FAILED", msg + never_started(self.waiting, self.depends_on))
 
     def on_exits(self, exited: List[_Replica]) -> Optional[int]:
         """Apply the retry policies to replicas that just exited; an exit code when the app is over."""
@@ -475,6 +482,7 @@ class Supervisor:
             self.state["app_restarts"] += 1
             self.state["num_restarts"] += 1
             why = f"app restart {self.state['app_restarts']}: {app_cause.name} {_describe_exit(app_cause.record['exit_code'])}"
+            self.waiting = list(waiting_roles(self.depends_on))  # the whole app starts again, in its order
             self.restart(self.replicas, why)
             return None
         for role_name, cause in role_causes.items():
@@ -525,9 +533,27 @@ class Supervisor:
 
         self.state["state"] = "RUNNING"
         self.state["started_at"] = now_iso()
-        self.launch(self.replicas)
+        self.launch([replica for replica in self.replicas if replica.role.name not in self.waiting])
+        self.start_waiting()
         self.save()
         return self.loop()
+
+    def start_waiting(self) -> None:
+        """Launch the replicas of each waiting role whose dependencies are met now (``depends_on``: the
+        roles it waits for finished, or are running), until no more can start."""
+        while self.waiting:
+            states: Dict[str, List[str]] = {}
+            for replica in self.replicas:
+                states.setdefault(replica.role.name, []).append(replica.record["state"])
+            ready = startable(self.waiting, self.depends_on, states)
+            if not ready:
+                return
+            for name in ready:
+                self.waiting.remove(name)
+                _say(f"role {name}: starts now (after " + ", ".join(f"{r} {w}" for r, w in self.depends_on[name])
+                     + ")")
+            self.launch([replica for replica in self.replicas if replica.role.name in ready])
+            self._dirty = True
 
     def launch(self, replicas: List[_Replica]) -> None:
         """Start ``replicas``: replica 0 of each role first, then the others a few at a time.
@@ -594,6 +620,7 @@ class Supervisor:
                     return outcome
                 if all(replica.record["state"] == "SUCCEEDED" for replica in self.replicas):
                     return self.finish("SUCCEEDED", "")
+                self.start_waiting()
                 self._dirty = True
             reap_strays([replica.proc.pid for replica in self.replicas if replica.running and replica.proc])
             self.heartbeat()

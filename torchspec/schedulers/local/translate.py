@@ -18,7 +18,7 @@ from torchspec.schedulers.entrypoint import check_shell_command, resolve_entrypo
 from torchspec.schedulers.local.options import extra_env, kill_grace_s
 from torchspec.schedulers.local.request import LocalRequest, ReplicaRequest, RoleRequest
 from torchspec.schedulers.local.states import ENV_ERROR_FILE, ERROR_FILE, OUTPUT_LOG, RANK0_HOST
-from torchspec.schedulers.replicas import ENV_RANK0_HOST, replica_env
+from torchspec.schedulers.replicas import ENV_RANK0_HOST, hosts_env, replica_env
 from torchspec.specs import AppDef, CfgVal, RetryPolicy, Role, macros
 
 
@@ -114,6 +114,7 @@ def role_to_request(
         max_retries=role.max_retries,
         retry_policy=RetryPolicy(role.retry_policy).value,
         replicas=replicas,
+        depends_on=[[d.role, d.when] for d in role.depends_on],
     )
 
 
@@ -182,6 +183,10 @@ def app_to_request(
     ]
     if cfg.get("auto_set_cuda_visible_devices"):
         set_cuda_visible_devices(app, roles, device_count)
+    hosts = hosts_env(app, lambda role, k: RANK0_HOST)  # every replica runs on this machine
+    for request in roles:
+        for replica in request.replicas:
+            replica.env.update(hosts)
     _add_secret_env(app, roles)
     return LocalRequest(
         app_id=app_id,
