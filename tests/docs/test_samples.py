@@ -9,6 +9,7 @@ are every block with a ``$ `` command in README.md and docs/**/*.md, so a new sa
 from __future__ import annotations
 
 import pathlib
+import shlex
 import shutil
 import subprocess
 from typing import Iterator, List
@@ -29,6 +30,9 @@ KUBERNETES = DOCS / "schedulers" / "kubernetes.md"
 GITOPS = DOCS / "guides" / "gitops.md"
 PROVENANCE = DOCS / "guides" / "provenance.md"
 CONFIGURATION = DOCS / "concepts" / "configuration.md"
+PRODUCTION = DOCS / "guides" / "production-jobs.md"
+#: what a Slurm 22.05 login node's sbatch and srun print for --help and --usage (srun's with pyxis' options)
+LOGIN_NODE_HELP = SAMPLES / "production" / "slurm"
 
 
 def readme_samples() -> List[Block]:
@@ -65,15 +69,20 @@ def walkthrough_samples() -> List[Block]:
     return [b for b in samples([GITOPS]) if b.heading == "From a new repository to a merged pull request"]
 
 
+def production_samples() -> List[Block]:
+    return samples([PRODUCTION])
+
+
 def test_every_sample_is_run() -> None:
     runs = [*readme_samples(), *lint_samples(), kubernetes_lint_sample(), *diff_samples(), *walkthrough_samples(),
             *provenance_samples(), *getting_started_samples(), *ci_guide_samples(),
-            *scheduler_page_samples(), *configuration_samples()]
+            *scheduler_page_samples(), *configuration_samples(), *production_samples()]
     assert len(runs) == len(set(runs))
     assert set(runs) == set(samples(PAGES)), [b.where for b in set(samples(PAGES)) - set(runs)]
     assert (len(readme_samples()), len(lint_samples()), len(diff_samples()), len(walkthrough_samples()),
             len(provenance_samples()), len(getting_started_samples()), len(ci_guide_samples()),
-            len(scheduler_page_samples()), len(configuration_samples())) == (1, 1, 3, 3, 1, 6, 2, 14, 1)
+            len(scheduler_page_samples()), len(configuration_samples()),
+            len(production_samples())) == (1, 1, 3, 3, 1, 6, 2, 14, 1, 5)
 
 
 def test_the_readme_sample(tmp_path: pathlib.Path) -> None:
@@ -89,6 +98,37 @@ def test_the_configuration_sample(tmp_path: pathlib.Path) -> None:
     """Run options given wrong: every problem at once, before anything is submitted."""
     with examples_session(tmp_path) as session:
         run_samples(session, configuration_samples())
+
+
+def login_node_clients(folder: pathlib.Path) -> None:
+    """``sbatch`` and ``srun`` in ``folder`` that print what a login node's commands print for ``--help`` and ``--usage``
+    (srun's listing pyxis' options) and fail at anything else: all a Slurm dry run asks of them. So the
+    production guide's samples print the same here with no Slurm, with the test cluster (whose srun has no
+    pyxis: the image would be refused) and without it (the script would say `not checked`)."""
+    for command in ("sbatch", "srun"):
+        stand_in = folder / command
+        stand_in.write_text(
+            "#!/bin/sh\n"
+            'case "$1" in\n'
+            f"  --help) exec cat {shlex.quote(str(LOGIN_NODE_HELP / f'{command}-help.txt'))} ;;\n"
+            f"  --usage) exec cat {shlex.quote(str(LOGIN_NODE_HELP / f'{command}-usage.txt'))} ;;\n"
+            "esac\n"
+            f'echo "{command}: a stand-in for the docs tests: only --help and --usage" >&2\n'
+            "exit 1\n")
+        stand_in.chmod(0o755)
+
+
+def test_the_production_guide_samples(tmp_path: pathlib.Path) -> None:
+    """The guide's spec and .torchspec.toml written out, then its samples run in order from their folder, with
+    a pyxis login node's sbatch and srun first on PATH (:func:`login_node_clients`)."""
+    work = tmp_path / "work"
+    written = write_named(blocks(PRODUCTION), work)
+    assert {work / "jobs" / "train.yaml", work / ".torchspec.toml"} <= set(written)
+    env = sample_env(tmp_path)  # its shims folder, tmp_path/bin, comes first on PATH
+    login_node_clients(tmp_path / "bin")
+    session = Session(work, env, Randoms(APP_ID))
+    run_samples(session, production_samples())
+    assert any("--container-image=nvcr.io#acme" in printed for _, printed in session.ran)
 
 
 def test_the_lint_sample(tmp_path: pathlib.Path) -> None:
