@@ -2,21 +2,19 @@
 component specs, CRDs...), the sdist holds what the tests need, the metadata is the release's, the
 changelog names the version, and the release workflow publishes on a tag.
 
-The wheel and sdist are built from a copy of the sources in a temporary folder (the checkout gets no
-build/ or egg-info), by ``python -m build --no-isolation`` where ``build`` is installed, else by
-``pip wheel --no-deps --no-build-isolation``: no network, the setuptools at hand (>= 77, as pyproject.toml
-asks).
+The wheel and sdist are built once per run (tests/wheel_support.py), from a copy of the sources in a
+temporary folder (the checkout gets no build/ or egg-info), by ``python -m build --no-isolation`` where
+``build`` is installed, else by ``pip wheel --no-deps --no-build-isolation``: no network, the setuptools at
+hand (>= 77, as pyproject.toml asks).
 """
 
 from __future__ import annotations
 
 import email
-import importlib.util
 import pathlib
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 import zipfile
 from typing import Dict
@@ -24,51 +22,20 @@ from typing import Dict
 import pytest
 import yaml
 
+import wheel_support
 from torchspec.version import DIST_NAME, __version__
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "torchspec"
-#: what the build reads, copied to a temporary folder
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "MANIFEST.in", "torchspec", "tests", "examples",
-           "docs", "schemas", "scripts", "bench", "action.yml", "mkdocs.yml", ".pre-commit-hooks.yaml", ".ci", ".github")
 
-
-def _setuptools_new_enough() -> bool:
-    try:
-        import setuptools
-    except ImportError:
-        return False
-    return int(setuptools.__version__.split(".")[0]) >= 77
-
-
-pytestmark = pytest.mark.skipif(not _setuptools_new_enough(), reason="building needs setuptools >= 77 installed")
+pytestmark = pytest.mark.skipif(not wheel_support.setuptools_new_enough(),
+                                reason="building needs setuptools >= 77 installed")
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, pathlib.Path]:
-    src = tmp_path_factory.mktemp("src")
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", "*.egg-info", "out")
-    for name in SOURCES:
-        path = ROOT / name
-        if path.is_dir():
-            shutil.copytree(path, src / name, ignore=ignore)
-        elif path.exists():
-            shutil.copy2(path, src / name)
-    out = tmp_path_factory.mktemp("dist")
-    if importlib.util.find_spec("build") is not None:
-        command = [sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(out), str(src)]
-    else:
-        command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
-                   str(src)]
-    r = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=src)
-    assert r.returncode == 0, r.stdout + r.stderr
-    if not list(out.glob("*.tar.gz")):  # pip makes no sdist: setuptools' own command does
-        r = subprocess.run([sys.executable, "-c", "from setuptools import setup; setup()", "-q", "sdist", "-d",
-                            str(out)], capture_output=True, text=True, timeout=120, cwd=src)
-        assert r.returncode == 0, r.stdout + r.stderr
-    wheel, = out.glob("*.whl")
-    sdist, = out.glob("*.tar.gz")
-    return {"wheel": wheel, "sdist": sdist}
+    """The run's one wheel and sdist (tests/wheel_support.py: test_installed.py and test_image.py use them too)."""
+    return wheel_support.built_dists(tmp_path_factory)
 
 
 def test_the_wheel_holds_every_file_of_the_package(built: Dict[str, pathlib.Path]) -> None:
