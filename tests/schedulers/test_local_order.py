@@ -4,7 +4,7 @@ waits for the roles it depends on, never starts after one failed, and every repl
 from __future__ import annotations
 
 from torchspec import specs
-from torchspec.schedulers.local.order import met, never_started, startable
+from torchspec.schedulers.order import met, never_started, startable
 from torchspec.schedulers.local.scheduler import LocalScheduler
 from torchspec.schedulers.local.translate import app_to_request
 

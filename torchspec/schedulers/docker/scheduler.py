@@ -226,8 +226,9 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
                 )["Id"]
             for container in job.containers:
                 created.append(client.api.create_container(**container.create_kwargs(client.api, carried))["Id"])
-            # the engine takes ~0.5 s to start a container and does several at once
-            in_parallel(client.api.start, created)
+            # the engine takes ~0.5 s to start a container and does several at once; a role that waits for
+            # others (depends_on) is only created: the watcher starts it
+            in_parallel(client.api.start, [cid for cid, c in zip(created, job.containers) if not c.depends_on])
         except errors.APIError as e:
             self._remove(client, created, network_id)
             step = "starting" if len(created) == len(job.containers) else "creating"
@@ -242,7 +243,8 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
             start_watcher(job.app_id)
         except OSError as e:
             logger.warning("cannot start the watcher of %s (%s): APPLICATION and ROLE retries will not happen,"
-                           " and a replica that fails will not stop the others", job.app_id, e)
+                           " a replica that fails will not stop the others, and roles with depends_on will not"
+                           " start", job.app_id, e)
         return job.app_id
 
     def _check_network_exists(self, client: "docker.DockerClient", job: DockerJob) -> None:

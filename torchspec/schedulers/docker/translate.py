@@ -38,7 +38,7 @@ from torchspec.schedulers.api import labels_json, labels_of
 from torchspec.schedulers.docker.options import pull_policy, stop_timeout
 from torchspec.schedulers.images import check_container_images
 from torchspec.schedulers.secrets import secret_env_by_role
-from torchspec.schedulers.replicas import ENV_RANK0_HOST, dns_label, env_line, replica_env
+from torchspec.schedulers.replicas import ENV_RANK0_HOST, dns_label, env_line, hosts_env, replica_env
 from torchspec.specs import AppDef, BindMount, CfgVal, DeviceMount, RetryPolicy, Role, VolumeMount, macros
 from torchspec.version import __version__
 
@@ -82,6 +82,9 @@ class DockerContainer:
     host_env: List[str] = field(default_factory=list)
     #: secret variables: VAR -> [the carrier schedule reads its value under, the placeholder a dry run shows]
     secret_env: Dict[str, List[str]] = field(default_factory=dict)
+    #: the role's depends_on, ``[[ROLE, finished|ready], ...]``: created by schedule, started by the watcher
+    #: once those roles finished or run (the role's JSON label carries it to the watcher)
+    depends_on: List[List[str]] = field(default_factory=list)
 
     def create_kwargs(self, api: "docker.APIClient", carried: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
         """Keyword arguments of ``APIClient.create_container`` for this container; ``carried``: the secret
@@ -158,6 +161,9 @@ class DockerContainer:
         restart = f"on-failure, at most {self.restart_max} times (REPLICA)" if self.restart_max else "no"
         lines.append(f"    restart:    {restart}")
         lines.append(f"    stop grace: {self.stop_timeout}s (SIGTERM, then SIGKILL)")
+        if self.depends_on:
+            lines.append("    starts after: " + ", ".join(f"{r} is {w}" for r, w in self.depends_on)
+                         + " (created now, started by the watcher)")
         lines.append("    env:")
         for key, value in self.env.items():
             shown = f"{key}=<copied from the submitting environment>" if key in self.host_env else env_line(key, value)
@@ -356,7 +362,7 @@ def role_to_containers(
     binds, volumes, devices = _mounts(role, cwd)
     _check_network(role, network)
     # only user-defined networks resolve container names; on host and none every replica is "localhost"
-    rank0_host = container_name(app_id, role.name, 0) if network not in BUILTIN_NETWORKS else LOCALHOST
+    rank0_host = replica_host(app_id, role, 0, network)
     host_env = copied_env(cfg.get("copy_env") or [], environ)  # type: ignore[arg-type]
     raw_env = cfg.get("env")
     extra_env = {str(k): str(v) for k, v in raw_env.items()} if isinstance(raw_env, dict) else {}
@@ -392,10 +398,17 @@ def role_to_containers(
                 devices=devices,
                 restart_max=restart_max,
                 host_env=[key for key in host_env if env.get(key) == host_env[key]],
+                depends_on=[[d.role, d.when] for d in role.depends_on],
                 **_resources(role, cfg),
             )
         )
     return containers
+
+
+def replica_host(app_id: str, role: Role, k: int, network: str) -> str:
+    """The host name of replica ``k`` of ``role`` from the other containers: its container's name on the app's
+    network (only user-defined networks resolve container names; on host and none every replica is localhost)."""
+    return container_name(app_id, role.name, k) if network not in BUILTIN_NETWORKS else LOCALHOST
 
 
 def _check_roles(app: AppDef, app_id: str) -> None:
@@ -429,6 +442,9 @@ def app_to_job(
         c for role in app.roles
         for c in role_to_containers(role, app_id, session_name, network, cfg, cwd, environ, app_name=app.name)
     ]
+    hosts = hosts_env(app, lambda role, k: replica_host(app_id, role, k, network))
+    for container in containers:
+        container.env.update(hosts)
     by_role = secret_env_by_role(app, "docker", {c.role: set(c.env) for c in containers})
     for container in containers:
         container.secret_env = dict(by_role[container.role])

@@ -24,6 +24,7 @@ from torchspec.schedulers.docker.labels import (
     OUTSIDE_STOPS,
 )
 from torchspec.schedulers.api import ReplicaRunStatus
+from torchspec.schedulers.order import never_started
 from torchspec.specs import AppState, RetryPolicy
 
 
@@ -87,6 +88,17 @@ class ContainerView:
             return json.loads(self.labels.get(LABEL_ROLE, "{}"))
         except ValueError:
             return {}
+
+    @property
+    def depends_on(self) -> List[List[str]]:
+        """The role's ``depends_on`` as submitted, ``[[ROLE, finished|ready], ...]`` (see schedulers/order.py)."""
+        return [[str(d.get("role")), str(d.get("when", "finished"))] for d in self.role_spec.get("depends_on") or []
+                if isinstance(d, dict)]
+
+    @property
+    def waiting(self) -> bool:
+        """Created and never started: the watcher starts it once the roles it depends on finished or run."""
+        return self.status == "created" and bool(self.depends_on)
 
     @property
     def retry_policy(self) -> str:
@@ -225,7 +237,8 @@ class AppView:
         failed = [c for c in current if c.state == AppState.FAILED and not c.retry_pending]
         if failed:
             first = min(failed, key=lambda c: c.finished_at)
-            return first.describe_failure()
+            waiting = {c.role: c.depends_on for c in current if c.waiting}
+            return first.describe_failure() + never_started(list(waiting), waiting)
         pending = [c for c in current if c.retry_pending]
         if pending:
             c = pending[0]

@@ -10,7 +10,11 @@ process (:func:`start_watcher`), detached, to do these, and one more:
   kept renamed ``NAME.attemptN`` for its logs, and recreated from its own
   ``docker inspect`` with ``torchspec.attempt`` one higher;
 - a replica failed for good: the app's other containers are stopped, so a
-  failed app never leaves replicas running (as on the local scheduler).
+  failed app never leaves replicas running (as on the local scheduler);
+- a role that waits for others (``depends_on``), whose containers
+  ``schedule`` only created, is started once those roles finished (every
+  replica exited 0) or run; one that waits for a role that failed is never
+  started, and the app's message says so.
 
 The one more is for honest states: a container that something other than
 torchspec stopped (the engine shutting down, ``docker stop``) is renamed
@@ -57,6 +61,7 @@ from torchspec.schedulers.docker.labels import (
     OUTSIDE_STOPS,
 )
 from torchspec.schedulers.docker.views import ContainerView, cancelled_name, replaced_name, view_of
+from torchspec.schedulers.order import startable
 from torchspec.specs import AppState, RetryPolicy
 
 if TYPE_CHECKING:
@@ -136,7 +141,7 @@ class Watch:
         ``docker stop`` that came before the watcher had started is seen too.
         """
         events = self.client.events(since=0, filters={"label": [f"{LABEL_APP_ID}={self.app_id}"],
-                                                      "type": ["container"], "event": ["kill", "die", "destroy"]},
+                                                      "type": ["container"], "event": ["kill", "die", "destroy", "start"]},
                                     decode=True)
         try:
             for container_id in list(self.stopped):
@@ -223,7 +228,19 @@ class Watch:
             self.ours.update(c.id for c in group)
             restart(self.client, group)
             return False
+        self.start_waiting(current)
         return all(c.state == AppState.SUCCEEDED for c in current)
+
+    def start_waiting(self, current: List[ContainerView]) -> None:
+        """Start the containers of each waiting role whose dependencies are met now (schedulers/order.py)."""
+        waiting = {c.role: c.depends_on for c in current if c.waiting}
+        states: Dict[str, List[str]] = {}
+        for c in current:
+            states.setdefault(c.role, []).append(c.state.name)
+        ready = startable(list(waiting), waiting, states)
+        if ready:
+            logger.info("starting %s: the roles they wait for are done or running", ", ".join(ready))
+            in_parallel(self.client.api.start, [c.id for c in current if c.waiting and c.role in ready])
 
 
 def restart(client: "docker.DockerClient", group: List[ContainerView]) -> None:
@@ -252,7 +269,8 @@ def restart(client: "docker.DockerClient", group: List[ContainerView]) -> None:
         logger.info("the app was cancelled during the restart; removing the new containers")
         _remove(client, created)
         return
-    in_parallel(client.api.start, created)
+    waits = {c.base_name for c in group if c.depends_on}  # started by Watch.start_waiting, in their order
+    in_parallel(client.api.start, [cid for cid, c in zip(created, group) if c.base_name not in waits])
 
 
 def _remove(client: "docker.DockerClient", container_ids: List[str]) -> None:

@@ -82,7 +82,7 @@ from torchspec.schedulers.local.states import (
     SUPERVISOR_LOG,
     TERMINAL,
 )
-from torchspec.schedulers.local.order import never_started, startable, waiting_roles
+from torchspec.schedulers.order import never_started, startable, waiting_roles
 from torchspec.schedulers.local.request import LocalRequest, ReplicaRequest, RoleRequest
 
 # How often the main loop looks at its replicas when nothing wakes it earlier.

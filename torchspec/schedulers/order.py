@@ -1,9 +1,10 @@
-"""Which roles of a ``local`` app may start now: the ordered start of ``depends_on``.
+"""Which roles of an app may start now: the ordered start of ``depends_on``, for the backends that start
+roles themselves (the ``local`` supervisor, the ``docker`` watcher, the ``ray`` driver).
 
-Read by the supervisor, which starts without the specs: only the standard
-library here.  A role's ``depends_on`` arrives in ``request.json`` as
-``[[ROLE, WHEN], ...]`` (``finished``: every replica of ROLE succeeded;
-``ready``: every replica of ROLE is running, or already succeeded).
+Each of them runs apart from the specs (the supervisor starts without them, the driver runs on the cluster):
+only the standard library here, and plain data.  A role's ``depends_on`` is ``[[ROLE, WHEN], ...]``
+(``finished``: every replica of ROLE succeeded; ``ready``: every replica of ROLE is running, or already
+succeeded); replica states are :class:`AppState` names (``RUNNING``, ``SUCCEEDED``...).
 """
 
 from __future__ import annotations
