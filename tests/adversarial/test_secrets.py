@@ -268,7 +268,8 @@ roles:
 
 @pytest.mark.parametrize(("scheduler", "shown"), [
     ("local", "HF_TOKEN=<secret hf-token/token>"), ("docker", "HF_TOKEN=<secret hf-token/token>"),
-    ("kubernetes", "secretKeyRef"), ("slurm", "does not carry secrets yet"), ("ray", "does not carry secrets yet"),
+    ("kubernetes", "secretKeyRef"), ("slurm", "HF_TOKEN=<secret hf-token/token>"),
+    ("ray", "value: <secret hf-token/token>"),
 ])
 def test_secret_references_dry_run_on_every_backend_without_the_value(
         scheduler: str, shown: str, tmp_path: pathlib.Path) -> None:

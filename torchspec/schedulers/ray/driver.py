@@ -34,6 +34,8 @@ reads between waits on Ray of at most :data:`WAIT_SLICE_S`.
 
 from __future__ import annotations
 
+import base64
+import fcntl
 import json
 import logging
 import os
@@ -47,7 +49,9 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from torchspec.schedulers.ray.cleanup import remove_groups
 from torchspec.schedulers.ray.placement import never_fits
 from torchspec.schedulers.ray.states import (
+    CARRIER_PREFIX,
     ENV_PLAN,
+    ENV_SECRETS,
     EXIT_STOPPED,
     EXIT_UNSCHEDULABLE,
     SUMMARY,
@@ -96,6 +100,77 @@ def say(text: str) -> None:
     print(tag("driver", None, text.rstrip("\n") + "\n"), end="", flush=True)
 
 
+#: The folder, in a secret mount folder, of one marker file per replica using it on this node.
+USERS = ".torchspec-users"
+
+
+def write_mounts(mounts: Dict[str, Dict[str, str]], me: str, done: List[str]) -> None:
+    """Write each mount folder's secret files (0600) on this node, the folder made 0700 when missing; the
+    folders written.  A folder must be this user's and writable by no one else (its files are secrets); a
+    marker file ``me`` under :data:`USERS` says this replica uses it (see :func:`remove_mounts`).  Values never
+    go through a command line.  ``done`` gets each folder as it is used (for :func:`remove_mounts`, even after a
+    failure).  OSError, or ValueError naming a folder that is not private."""
+    for folder, files in mounts.items():
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+        if not os.path.isdir(folder) or os.path.islink(folder) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            raise ValueError(f"secret mount folder {folder} must be a folder of this user that no one else may write")
+        with _locked(folder):
+            os.makedirs(os.path.join(folder, USERS), mode=0o700, exist_ok=True)
+            open(os.path.join(folder, USERS, me), "w").close()
+            done.append(folder)
+            for key, value in files.items():
+                path = os.path.join(folder, key)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(value)
+
+
+def remove_mounts(mounts: Dict[str, Dict[str, str]], folders: List[str], me: str) -> None:
+    """Remove this replica's marker from each of ``folders``, and the secret files where it was the folder's last
+    user on this node (two replicas of a node may share a folder: the files stay while one runs)."""
+    for folder in folders:
+        with _locked(folder):
+            try:
+                os.unlink(os.path.join(folder, USERS, me))
+                os.rmdir(os.path.join(folder, USERS))
+            except OSError:
+                continue  # another replica still uses the folder
+            for key in mounts.get(folder, {}):
+                try:
+                    os.unlink(os.path.join(folder, key))
+                except OSError:
+                    pass
+
+
+class _locked:
+    """flock of a folder, so that replicas on one node write and remove its files one at a time."""
+
+    def __init__(self, folder: str) -> None:
+        self.fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+
+    def __enter__(self) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)  # releases the lock
+
+
+def secrets_of(replica: Dict[str, Any], carried: Dict[str, Any]) -> Tuple[Dict[str, str], Dict[str, Dict[str, str]]]:
+    """A replica's secret variables and mount files, from the values the job carried (:data:`ENV_SECRETS`)."""
+    env: Dict[str, str] = {}
+    mounts: Dict[str, Dict[str, str]] = {}
+    for item in replica.get("secrets") or []:
+        value = carried.get(item["carrier"])
+        if value is None:
+            raise KeyError(f"secret {item['value']} did not reach the job (no value under {item['carrier']})")
+        if "env" in item:
+            env[item["env"]] = value
+        else:
+            mounts[item["mount"]] = value
+    return env, mounts
+
+
 class ReplicaRunner:
     """What each replica's actor does: run the command as a child, tag its lines, stop it on demand."""
 
@@ -118,16 +193,33 @@ class ReplicaRunner:
                 sys.stdout.flush()
         pipe.close()
 
-    def run(self, args: List[str], env: Dict[str, str]) -> int:
-        """The replica's exit code (128+N for signal N; 127 when its program cannot start).
+    def run(self, args: List[str], env: Dict[str, str], mounts: Optional[Dict[str, Dict[str, str]]] = None) -> int:
+        """The replica's exit code (128+N for signal N; 127 when its program cannot start).  ``mounts``: the
+        secret files to write on this node first, removed when it ends (:func:`write_mounts`).
 
         The replica runs under a launcher (:mod:`torchspec.schedulers.launcher`) that ends everything it
         started, children in sessions of their own too, when it exits, when :meth:`stop` asks, or when
         this actor dies (the driver stopped or SIGKILLed): no process of a replica outlives its attempt.
         """
+        me = f"{os.getpid()}.{self.who.replace('/', '-')}.{self.attempt}"
+        folders: List[str] = []
+        try:
+            write_mounts(mounts or {}, me, folders)
+        except (OSError, ValueError) as e:
+            remove_mounts(mounts or {}, folders, me)
+            self._end(f"cannot write the secret files: {e}\n")
+            return 1
+        try:
+            return self._run(args, env)
+        finally:
+            remove_mounts(mounts or {}, folders, me)
+
+    def _run(self, args: List[str], env: Dict[str, str]) -> int:
         from torchspec.schedulers import launcher
 
-        full = {k: v for k, v in os.environ.items() if k != ENV_PLAN}
+        # the plan, and every secret carrier (the job's runtime_env gives every actor all of them): a replica gets
+        # its own secrets only, by their names, in env
+        full = {k: v for k, v in os.environ.items() if k != ENV_PLAN and not k.startswith(CARRIER_PREFIX)}
         full.update(env)
         program = args[0]
         if "/" not in program and os.path.isfile(program):
@@ -198,6 +290,8 @@ class Driver:
         self.reasons: Dict[Key, str] = {}
         self.role_restarts = [0] * len(self.roles)
         self.app_restarts = 0
+        #: the secrets' values by carrier, as the job's runtime_env carried them (translate.RayJobRequest.submit_kwargs)
+        self.carried: Dict[str, Any] = json.loads(base64.b64decode(os.environ.get(ENV_SECRETS) or "e30="))
         self.rank0: Dict[Key, str] = {}
         #: the node (id, address) each replica's bundle is on
         self.node_of: Dict[Key, Tuple[str, str]] = {}
@@ -303,8 +397,9 @@ class Driver:
             self.actors[key] = self._actor(key)
         for key in keys:
             replica = self.roles[key[0]]["replicas"][key[1]]
-            env = {**replica["env"], ENV_RANK0_HOST: self.rank0[key]}
-            self.running[self.actors[key].run.remote(replica["args"], env)] = key
+            secret_env, mounts = secrets_of(replica, self.carried)
+            env = {**replica["env"], **secret_env, ENV_RANK0_HOST: self.rank0[key]}
+            self.running[self.actors[key].run.remote(replica["args"], env, mounts)] = key
             self.codes[key] = None
 
     def retire(self, key: Key, printed: bool) -> None:

@@ -90,7 +90,10 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
         """Refuse an app the cluster can never hold, then ``submit_job``; the app id names the dashboard too."""
         from torchspec.schedulers.replicas import make_app_id as submission_id_for
 
+        from torchspec.schedulers.secrets import read_carried
+
         request = dryrun_info.request
+        values, files = read_carried(dryrun_info.app) if dryrun_info.app else ({}, {})  # before anything is sent
         cluster = self.cluster(request.address, for_cfg(dryrun_info._cfg, self.request_timeout))
         nodes = [n["resources_total"] for n in cluster.nodes() if n["state"].endswith("ALIVE")]
         problem = never_fits(request.plan()["roles"], nodes, f"the cluster at {cluster.url} has {len(nodes)} node(s)")
@@ -98,7 +101,7 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
             raise AppRefusedError(f"Ray cannot place app {request.app_name!r}: {problem}",
                                   "ask for less (the role's resource, num_replicas), or use a bigger cluster")
         submission_id = submission_id_for(request.app_name)
-        cluster.call("submit_job", **request.submit_kwargs(submission_id))
+        cluster.call("submit_job", **request.submit_kwargs(submission_id, {**values, **files}))
         return make_app_id(request.address, submission_id)
 
     # -- asking ----------------------------------------------------------------------

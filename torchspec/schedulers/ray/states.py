@@ -32,6 +32,11 @@ DEFAULT_ADDRESS = "127.0.0.1:8265"
 ENV_ADDRESS = "RAY_ADDRESS"
 #: The environment variable of the job's runtime_env that carries the driver's plan, as JSON.
 ENV_PLAN = "TORCHSPEC_RAY_PLAN"
+#: The environment variable of the job's runtime_env that carries the secrets' values (base64 of JSON:
+#: carrier -> value, or carrier -> {key: value} for a mount), which the driver hands each replica its own of; it
+#: starts with torchspec.schedulers.secrets.CARRIER_PREFIX, so every carrier is dropped from a replica's env at once.
+ENV_SECRETS = "TORCHSPEC_CARRIED_SECRET_ALL"
+CARRIER_PREFIX = "TORCHSPEC_CARRIED_SECRET_"
 #: The job's entrypoint: the driver, shipped with torchspec (see docs/schedulers/ray.md).
 DRIVER_MODULE = "torchspec.schedulers.ray.driver"
 

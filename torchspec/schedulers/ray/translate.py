@@ -18,16 +18,18 @@ Nothing here talks to Ray; the runtime_env's files are read by
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
 from torchspec.errors import AppRefusedError
-from torchspec.schedulers.secrets import refuse_secrets
+from torchspec.schedulers.secrets import carrier, check_env_names, refuse_kubernetes_only
 from torchspec.schedulers.ray.states import (
     DRIVER_MODULE,
     ENV_PLAN,
+    ENV_SECRETS,
     ENV_STOP_WAIT,
     META_APP,
     META_SESSION,
@@ -43,6 +45,7 @@ APP_ID_MARK = "\x00APP_ID\x00"
 #: What the dry run shows for the values that only exist as JSON of what it already shows.
 PLAN_SHOWN = "<the plan below, as JSON>"
 SPEC_SHOWN = "<the app's spec, as JSON, for describe>"
+SECRETS_SHOWN = "<the secrets' values, read at submit: base64 of JSON>"
 #: Left out of the upload of torchspec itself (and of the working_dir: they are never needed on the cluster).
 #: ``__pycache__`` without a trailing slash: Ray hashes a folder's name too, even when a pattern leaves out
 #: every file in it, so ``__pycache__/`` made the package's hash, and with it the upload, change each time
@@ -58,6 +61,9 @@ class ReplicaPlan:
     replica_id: int
     args: List[str]
     env: Dict[str, str]
+    #: the role's secrets: {"env": VAR} or {"mount": FOLDER}, with the carrier the driver finds the value under
+    #: and what a dry run shows; their values travel apart from the plan (RayJobRequest.submit_kwargs)
+    secrets: List[Dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -97,12 +103,17 @@ class RayJobRequest:
         }
         return _fill(data, submission_id)
 
-    def submit_kwargs(self, submission_id: str) -> Dict[str, Any]:
-        """The keyword arguments of ``JobSubmissionClient.submit_job`` for this request."""
+    def submit_kwargs(self, submission_id: str, carried: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        """The keyword arguments of ``JobSubmissionClient.submit_job`` for this request.  ``carried``: the
+        secrets read at submit, by carrier, which go into the runtime_env (the one way Ray hands a job data
+        that is not in its entrypoint or a file; whoever may read the job's details can read them there)."""
         runtime_env = dict(self.runtime_env)
         # Ray expands $NAME and ${NAME} in env_vars: every $ of the plan goes as JSON's \u0024, which it leaves be
         plan = json.dumps(self.plan(submission_id), separators=(",", ":")).replace("$", "\\u0024")
         runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), ENV_PLAN: plan}
+        if carried:  # base64: no $ for Ray to expand, whatever a value holds
+            encoded = base64.b64encode(json.dumps(dict(carried), separators=(",", ":")).encode()).decode()
+            runtime_env["env_vars"][ENV_SECRETS] = encoded
         metadata = {**self.metadata, META_SPEC: json.dumps(self.spec, separators=(",", ":"))}
         return {"entrypoint": self.entrypoint, "submission_id": submission_id, "runtime_env": runtime_env,
                 "metadata": metadata}
@@ -111,6 +122,8 @@ class RayJobRequest:
         """The request as data, as the dry run prints it: the submission, then the plan."""
         runtime_env = dict(self.runtime_env)
         runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), ENV_PLAN: PLAN_SHOWN}
+        if any(r.secrets for plan in self.roles for r in plan.replicas):
+            runtime_env["env_vars"][ENV_SECRETS] = SECRETS_SHOWN
         return {
             "address": f"http://{self.address}",
             "submission_id": f"<{self.app_name}-XXXXXX, chosen at submit>",
@@ -135,7 +148,8 @@ def _role_data(plan: RolePlan) -> Dict[str, Any]:
         "retry_policy": plan.retry_policy,
         "max_retries": plan.max_retries,
         "replicas": [{"replica_id": r.replica_id, "bundle_index": r.replica_id, "args": list(r.args),
-                      "env": dict(r.env)} for r in plan.replicas],
+                      "env": dict(r.env), **({"secrets": [dict(s) for s in r.secrets]} if r.secrets else {})}
+                     for r in plan.replicas],
     }
     if plan.ignored:
         data["ignored"] = list(plan.ignored)
@@ -179,8 +193,9 @@ def role_bundle(role: Role) -> tuple[Dict[str, float], List[str]]:
     return bundle, ignored
 
 
-def role_to_plan(role: Role, strategy: str) -> RolePlan:
-    """The placement group and the replicas of ``role``, macros filled in (but for ``${app_id}``)."""
+def role_to_plan(role: Role, strategy: str, role_index: int = 0) -> RolePlan:
+    """The placement group and the replicas of ``role`` (``role_index`` in the app: its secrets' carriers),
+    macros filled in (but for ``${app_id}``)."""
     if not is_role_name(role.name):
         raise AppRefusedError(f"role name {role.name!r} must be letters, digits, '_', '.' and '-', starting and"
                               f" ending with a letter or digit (it names the role's actors and log lines)")
@@ -194,9 +209,16 @@ def role_to_plan(role: Role, strategy: str) -> RolePlan:
         env = dict(filled.env)
         env.update(replica_env(APP_ID_MARK, role.name, k, role.num_replicas, rank0_shown(role.name)))
         env.setdefault("PYTHONUNBUFFERED", "1")
-        replicas.append(ReplicaPlan(replica_id=k, args=[filled.entrypoint, *filled.args], env=env))
+        replicas.append(ReplicaPlan(replica_id=k, args=[filled.entrypoint, *filled.args], env=env,
+                                    secrets=role_secrets(role, role_index)))
     return RolePlan(role=role.name, strategy=strategy, bundle=bundle, retry_policy=RetryPolicy(role.retry_policy).value,
                     max_retries=max(0, int(role.max_retries or 0)), replicas=replicas, ignored=ignored)
+
+
+def role_secrets(role: Role, role_index: int) -> List[Dict[str, str]]:
+    """The role's ``{env}`` and ``{mount}`` secrets as the driver reads them: where, the carrier, the placeholder."""
+    return [{("env" if ref.env else "mount"): str(ref.env or ref.mount), "carrier": carrier(role_index, i),
+             "value": ref.placeholder} for i, ref in enumerate(role.secrets) if ref.env or ref.mount]
 
 
 def rank0_shown(role: str) -> str:
@@ -209,20 +231,22 @@ def app_to_request(app: AppDef, address: str, strategy: str, runtime_env: Mappin
                    ) -> RayJobRequest:
     """The whole request for ``app``; talks to no Ray.  ``runtime_env`` comes from :func:`.options.runtime_env`."""
     check_role_names(app)
-    refuse_secrets(app, "ray")
+    refuse_kubernetes_only(app, "ray", mounts=True)
     env = dict(runtime_env)
     env["py_modules"] = [*env.get("py_modules", []), torchspec_folder()]
     env["excludes"] = [*env.get("excludes", []), *(e for e in EXCLUDES if e not in env.get("excludes", []))]
     # the driver's stop path needs more than Ray's default 3 s before SIGKILL under load; a runtime_env's own wins
     env["env_vars"] = {ENV_STOP_WAIT: str(STOP_WAIT_S), **(env.get("env_vars") or {})}
-    return RayJobRequest(
+    request = RayJobRequest(
         address=address,
         app_name=app.name,
         runtime_env=env,
         metadata={**dict(metadata), META_APP: app.name, META_SESSION: session},
-        roles=[role_to_plan(role, strategy) for role in app.roles],
+        roles=[role_to_plan(role, strategy, r) for r, role in enumerate(app.roles)],
         placement_timeout=placement_timeout,
     )
+    check_env_names(app, {plan.role: set(plan.replicas[0].env) for plan in request.roles if plan.replicas})
+    return request
 
 
 def torchspec_folder() -> str:

@@ -42,7 +42,9 @@ from torchspec.schedulers.slurm.logs import (
 )
 from torchspec.schedulers.request_timeout import DEFAULT_S, for_cfg, timed_out
 from torchspec.schedulers.slurm.flags import ClientHelp, help_options, helps_needed
+from torchspec.schedulers.secrets import read_carried
 from torchspec.schedulers.slurm.options import slurm_run_opts
+from torchspec.schedulers.slurm.secrets import sbatch_env
 from torchspec.schedulers.slurm.query import (
     SACCT_FIELDS,
     JobView,
@@ -99,9 +101,10 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
 
     # -- running Slurm's commands -------------------------------------------------
 
-    def _run(self, args: Sequence[str], check: bool = True, input_text: Optional[str] = None
-             ) -> subprocess.CompletedProcess[str]:
-        """Run a Slurm client command; a missing command or a silent controller is a BackendError."""
+    def _run(self, args: Sequence[str], check: bool = True, input_text: Optional[str] = None,
+             extra_env: Optional[Mapping[str, str]] = None) -> subprocess.CompletedProcess[str]:
+        """Run a Slurm client command; a missing command or a silent controller is a BackendError.
+        ``extra_env``: variables added to the command's environment only (sbatch's secret carriers)."""
         exe = shutil.which(args[0])
         if exe is None:
             raise BackendError(
@@ -111,7 +114,8 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
             )
         try:
             result = subprocess.run([exe, *args[1:]], capture_output=True, text=True, input=input_text,
-                                    timeout=self.request_timeout)
+                                    timeout=self.request_timeout,
+                                    env={**os.environ, **extra_env} if extra_env else None)
         except subprocess.TimeoutExpired:
             raise timed_out("the Slurm controller", controller_address(), self.request_timeout,
                             f"`{shlex.join(args)}`", "`scontrol ping`, `sinfo`") from None
@@ -188,12 +192,14 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         return ClientHelp(command, options) if options else ClientHelp(command, None, f"`{command} --help` lists none")
 
     def schedule(self, dryrun_info: AppDryRunInfo[SlurmBatchRequest]) -> str:
-        """``sbatch --parsable`` the script; then keep the spec and script next to the logs."""
+        """``sbatch --parsable`` the script, the secrets in sbatch's environment only (.secrets); then keep the
+        spec and script next to the logs."""
         request = dryrun_info.request
         self.request_timeout = for_cfg(dryrun_info._cfg, self.request_timeout)  # -c request_timeout
+        carried = sbatch_env(*read_carried(dryrun_info.app)) if dryrun_info.app else {}  # before anything is made
         private_dir(request.log_root)
         script = request.script()
-        result = self._run(request.sbatch_args(), check=False, input_text=script)
+        result = self._run(request.sbatch_args(), check=False, input_text=script, extra_env=carried)
         if result.returncode != 0:
             why = first_line(result.stderr.strip()).removeprefix("sbatch: error: ")
             raise BackendError(f"sbatch refused the job: {why or f'exit code {result.returncode}'}",

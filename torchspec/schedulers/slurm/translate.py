@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from torchspec.errors import AppRefusedError
-from torchspec.schedulers.secrets import refuse_secrets
+from torchspec.schedulers.secrets import check_env_names, refuse_kubernetes_only
 from torchspec.schedulers.api import encode_labels, labels_of
 from torchspec.schedulers.replicas import (
     ENV_APP_ID,
@@ -54,6 +54,7 @@ from torchspec.schedulers.slurm.flags import (
     extras_of,
     image_of,
 )
+from torchspec.schedulers.slurm.secrets import StepSecret, replica_lines, role_secrets, script_lines
 from torchspec.schedulers.slurm.options import HET_WORDS, default_log_root, run_opt, sbatch_value
 from torchspec.schedulers.slurm.states import (
     CAP_CONSTRAINT,
@@ -100,6 +101,8 @@ class SlurmComponent:
     replicas: List[SlurmReplica] = field(default_factory=list)
     #: the container image its replicas run in (pyxis' --container-image), None for a folder
     container: Optional[str] = None
+    #: the role's secrets, by carrier (their values travel in sbatch's environment: .secrets)
+    secrets: List[StepSecret] = field(default_factory=list)
 
 
 @dataclass
@@ -258,7 +261,8 @@ def render_script(request: SlurmBatchRequest) -> str:
     Every value in an ``#SBATCH`` line was checked by ``sbatch_value`` (or
     made safe, the job name); everything in the body is a quoted word.
     """
-    lines = _sbatch_lines(request) + _setup_lines(request) + _log_folder_lines(request) + _rank0_lines(request)
+    lines = _sbatch_lines(request) + script_lines([c.secrets for c in request.components]) + _setup_lines(request)
+    lines += _log_folder_lines(request) + _rank0_lines(request)
     lines += ["", "TS_PIDS=()"]
     for c in request.components:
         for r in c.replicas:
@@ -362,12 +366,17 @@ def _replica_lines(c: SlurmComponent, r: SlurmReplica) -> List[str]:
     else:
         node, where = '""', "any node of its component"
     command = " ".join(shell_word(a) for a in r.args)
+    give, secret_words = replica_lines(c.secrets)
     lines = [
         f"# {c.role}/{r.replica_id} on {where}",
         "(",
         f"    readonly -a TS_SRUN_OPTS=({' '.join(q(o) for o in c.srun_opts)})",
-        f"    run_replica {q(c.role)} {r.replica_id} {c.group} {node} {c.restarts} {q(c.cwd)} env \\",
+        *give,
+        f"    run_replica {q(c.role)} {r.replica_id} {c.group} {node} {c.restarts} {q(c.cwd)}"
+        + (" \\" if secret_words else " env \\"),
     ]
+    if secret_words:
+        lines += [f"        {word} \\" for word in secret_words] + ["        env \\"]
     lines += [f"        {shell_word(f'{key}={value}')} \\" for key, value in r.env.items()]
     return lines + [f"        {command}", ") &", "TS_PIDS+=($!)"]
 
@@ -643,12 +652,15 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], cwd: str,
     pass-through flags are checked against and which says whether srun has pyxis."""
     check_role_names(app)  # a role's name names its replicas' log folders
     check_slurm_keys(app)
-    refuse_secrets(app, "slurm")
+    refuse_kubernetes_only(app, "slurm", mounts=True)
     log_root = _log_root(cfg)
     nodelists = _nodelists(app, cfg)
     extras = extras_of(cfg, helps or {}, log_root)
     components = [role_to_component(role, g, cfg, cwd, nodelists[g] if nodelists else None, extras)
                   for g, role in enumerate(app.roles)]
+    check_env_names(app, {c.role: set(c.replicas[0].env) for c in components if c.replicas})
+    for component, secrets in zip(components, role_secrets(app)):
+        component.secrets = secrets
     app_retries = max(
         (r.max_retries for r in app.roles if RetryPolicy(r.retry_policy) != RetryPolicy.REPLICA), default=0
     )
