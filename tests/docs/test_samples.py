@@ -101,8 +101,8 @@ def test_the_configuration_sample(tmp_path: pathlib.Path) -> None:
 
 
 def login_node_clients(folder: pathlib.Path) -> None:
-    """``sbatch`` and ``srun`` in ``folder`` that print what a login node's commands print for ``--help`` and ``--usage``
-    (srun's listing pyxis' options) and fail at anything else: all a Slurm dry run asks of them. So the
+    """``sbatch`` and ``srun`` in ``folder`` that print what a login node's own print for ``--help`` and
+    ``--usage`` (srun's listing pyxis' options) and fail at anything else: all a Slurm dry run asks of them. So the
     production guide's samples print the same here with no Slurm, with the test cluster (whose srun has no
     pyxis: the image would be refused) and without it (the script would say `not checked`)."""
     for command in ("sbatch", "srun"):
