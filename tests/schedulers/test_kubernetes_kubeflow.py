@@ -221,14 +221,15 @@ def test_trainjob_carries_mounts_and_pod_options_through_the_runtime_patch() -> 
 
 
 def test_what_a_trainjob_cannot_carry_is_refused_where_it_is_written() -> None:
-    patch = {"metadata": {"name": "x"}, "spec": {"hostNetwork": True, "containers": [], "tolerations": []}}
+    patch = {"metadata": {"name": "x"}, "spec": {"hostNetwork": True, "tolerations": [],
+                                                 "containers": [{"name": "proxy", "image": "ghcr.io/acme/proxy:1"}]}}
     app = specs.AppDef("a", [role(port_map={"http": 8080}, max_retries=2, min_replicas=1,
                                   metadata={"kubernetes.pod_patch": patch}), role(name="ps")])
     e = refusal(app, flavor="trainjob")
     patch_at = ("roles", 0, "metadata", "kubernetes.pod_patch")
     assert [p for p, _ in e.problems] == [("roles", 1), ("roles", 0, "min_replicas"), ("roles", 0, "max_retries"),
                                           ("roles", 0, "port_map", "http"), patch_at + ("metadata", "name"),
-                                          patch_at + ("spec", "hostNetwork"), patch_at + ("spec", "containers")]
+                                          patch_at + ("spec", "hostNetwork"), patch_at + ("spec", "containers", 0)]
     assert "a TrainJob cannot declare container ports" in e.message and "jobset" in (e.hint or "")
 
 

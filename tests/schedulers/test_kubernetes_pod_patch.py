@@ -82,7 +82,7 @@ def env_of(container: Dict[str, Any]) -> Dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
 
 
-@pytest.mark.parametrize("flavor", [*PLAIN, "pytorchjob"])
+@pytest.mark.parametrize("flavor", [*PLAIN, "pytorchjob", "trainjob"])
 def test_env_added_to_the_role_container_keeps_what_torchspec_made(flavor: str) -> None:
     plain = pod(None, flavor)["spec"]["containers"][0]
     patched, = pod({"spec": {"containers": [{"name": "trainer", "env": [SECRET]}]}}, flavor)["spec"]["containers"]
@@ -97,6 +97,54 @@ def test_env_added_to_the_role_container_keeps_what_torchspec_made(flavor: str) 
 def test_a_trainjob_carries_the_patched_volumes() -> None:
     spec = pod({"spec": {"volumes": [{"name": "cache", "emptyDir": {}}]}}, "trainjob")["spec"]
     assert [v["name"] for v in spec["volumes"]] == ["dshm", "mount-0", "cache"]
+
+
+def trainjob_parts(patch: Any) -> Dict[str, Any]:
+    """The TrainJob's trainer and the pod its runtime patch sets, with ``patch`` (the CRD accepts them)."""
+    spec = next(o for o in objects(patch, "trainjob") if o["kind"] == "TrainJob")["spec"]
+    pod = spec["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"][
+        "spec"]["template"]["spec"]
+    return {"trainer": spec["trainer"], "pod": pod}
+
+
+def test_a_trainjob_carries_a_patch_of_the_role_container() -> None:
+    """What the TrainJob has a place for: image, command, args, env and resources in spec.trainer (resources as
+    resourcesPerNode), volumeMounts and securityContext in the runtime patch's trainer container ``node``; what
+    torchspec made stays."""
+    plain = trainjob_parts(None)
+    patched = trainjob_parts({"spec": {"volumes": [{"name": "cache", "emptyDir": {}}], "containers": [
+        {"name": "trainer", "image": "ghcr.io/acme/train:2", "env": [SECRET],
+         "resources": {"limits": {"cpu": "4"}}, "securityContext": {"runAsUser": 1000},
+         "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]}]}})
+    trainer = patched["trainer"]
+    assert trainer["image"] == "ghcr.io/acme/train:2" and env_of(trainer)["WANDB_API_KEY"] == SECRET["valueFrom"]
+    assert same_app({k: v for k, v in env_of(trainer).items() if k != "WANDB_API_KEY"}) == \
+        same_app(env_of(plain["trainer"]))
+    assert trainer["resourcesPerNode"]["limits"] == {"cpu": "4", "memory": "1024Mi", "nvidia.com/gpu": "1"}
+    assert (trainer["command"], trainer["args"]) == (plain["trainer"]["command"], plain["trainer"]["args"])
+    node, = patched["pod"]["containers"]
+    assert node["name"] == "node" and node["securityContext"] == {"runAsUser": 1000}
+    assert [m["name"] for m in node["volumeMounts"]] == ["dshm", "mount-0", "cache"]
+    assert [v["name"] for v in patched["pod"]["volumes"]] == ["dshm", "mount-0", "cache"]
+
+
+@pytest.mark.parametrize("patch, at, words", [
+    ({"spec": {"containers": [{"name": "proxy", "image": "ghcr.io/acme/proxy:1"}]}}, ("spec", "containers", 0),
+     ["adds container 'proxy'", "runtime's containers", "put a sidecar in the ClusterTrainingRuntime",
+      "-c flavor=jobset or job", "the role's own container is 'trainer'"]),
+    ({"spec": {"containers": [{"name": "trainer", "env": [SECRET], "ports": [{"containerPort": 80}]}]}},
+     ("spec", "containers", 0, "ports"),
+     ["sets containers[0].ports, which a TrainJob has no place for", "takes image, command, args, env, resources"]),
+    ({"spec": {"initContainers": [{"name": "agent", "image": "a", "restartPolicy": "Always"}]}},
+     ("spec", "initContainers", 0, "image"),
+     ["sets initContainers[0].image", "takes env, securityContext, volumeMounts", "never adds one",
+      "a sidecar belongs in the ClusterTrainingRuntime"]),
+])
+def test_what_a_trainjob_has_no_place_for_in_a_container_patch_is_refused_saying_why(
+        patch: Any, at: tuple, words: List[str]) -> None:
+    e = refusal(patch, "trainjob")
+    assert [p for p, _ in e.problems][0] == AT + at, e.problems
+    assert all(word in e.message for word in words), e.message
 
 
 @pytest.mark.parametrize("flavor", PLAIN)

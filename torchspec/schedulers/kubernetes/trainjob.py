@@ -9,8 +9,11 @@ handing each torchrun's rendezvous as ``PET_*`` variables.  A TrainJob
 sets the trainer's ``image``, ``command``, ``args``, ``env``, ``numNodes``,
 ``numProcPerNode`` and ``resourcesPerNode``; everything else torchspec
 puts on a pod goes through ``runtimePatches`` (a manager's patch of the
-runtime's pod template), which takes only some pod fields.  What the
-model cannot express (a second role, ports, retries, elastic sizes, other
+runtime's pod template), which takes only some pod fields.  A pod patch is
+merged into the role's pod template as on every flavor and the TrainJob built
+from the result, so it may change the role's container where a TrainJob has
+a place for it (image, command, args, env, resources; volumeMounts and
+securityContext), but not add a container.  What the model cannot express (a second role, ports, retries, elastic sizes, other
 pod fields) is refused at dry run, each where the spec writes it.
 """
 
@@ -24,6 +27,7 @@ from torchspec.schedulers.kubernetes.kubeflow import is_elastic, launch_refusals
     rendezvous_port_names
 from torchspec.schedulers.kubernetes.states import DEFAULT_RUNTIME, META_POD_PATCH, Obj
 from torchspec.schedulers.kubernetes.torchrun import find_launch
+from torchspec.schedulers.replicas import dns_label
 from torchspec.specs import AppDef, AppState, CfgVal, Role
 
 TRAINER_GROUP = "trainer.kubeflow.org"
@@ -35,12 +39,22 @@ MANAGER = "torchspec.dev/torchspec"
 POD_FIELDS = ("affinity", "imagePullSecrets", "initContainers", "nodeSelector", "schedulingGates", "securityContext",
               "serviceAccountName", "terminationGracePeriodSeconds", "tolerations", "volumes")
 CONTAINER_FIELDS = ("volumeMounts", "securityContext")
+#: The fields ``runtimePatches`` takes for each of the runtime's containers (Trainer v2.3's CRD).
+RUNTIME_CONTAINER_FIELDS = ("env", "securityContext", "volumeMounts")
+#: What a pod patch may set on the role's container: spec.trainer carries image, command, args, env and
+#: resources (as resourcesPerNode), runtimePatches the rest (the TrainJob is built from the patched template).
+TRAINER_CONTAINER_FIELDS = ("name", "image", "command", "args", "env", "resources") + CONTAINER_FIELDS
 _HINT = ("a TrainJob runs one role the runtime's way: use -c flavor=jobset (several roles, retries, ports),"
          " pytorchjob (a torchrun role: elastic, retries) or job")
 
 
 def _pod_patch_refusals(role: Role) -> List[Refusal]:
-    """The fields of the role's ``kubernetes.pod_patch`` that a runtime patch cannot carry."""
+    """The fields of the role's ``kubernetes.pod_patch`` that a TrainJob cannot carry.
+
+    The patch is merged into the role's pod template as on every flavor, and the TrainJob is built from the
+    result: the role's container (named after the role) may be patched in what the TrainJob has a place for
+    (:data:`TRAINER_CONTAINER_FIELDS`); a container the runtime does not have cannot be added, as
+    ``runtimePatches`` only patches the runtime's own containers (the CRD takes no image there)."""
     patch = role.metadata.get(META_POD_PATCH)
     if not isinstance(patch, Mapping):
         return []
@@ -48,13 +62,41 @@ def _pod_patch_refusals(role: Role) -> List[Refusal]:
     out = [Refusal(where + ("metadata", key), f"role {role.name!r}: {META_POD_PATCH} sets metadata.{key}, which a"
                    " TrainJob cannot (only labels and annotations)")
            for key in (patch.get("metadata") or {}) if key not in ("labels", "annotations")]
-    for key in patch.get("spec") or {}:
-        if key == "containers":
-            out.append(Refusal(where + ("spec", key), f"role {role.name!r}: {META_POD_PATCH} sets spec.containers;"
-                               " a TrainJob's trainer container comes from the role and the runtime"))
+    for key, value in (patch.get("spec") or {}).items():
+        if key in ("containers", "initContainers"):
+            out += _container_refusals(role, key, value, where + ("spec", key))
         elif key not in POD_FIELDS:
             out.append(Refusal(where + ("spec", key), f"role {role.name!r}: {META_POD_PATCH} sets spec.{key}, which"
                                f" a TrainJob's runtime patch cannot (it takes {', '.join(POD_FIELDS)})"))
+    return out
+
+
+def _container_refusals(role: Role, key: str, items: object, where: Tuple[object, ...]) -> List[Refusal]:
+    """What a patch of ``containers`` or ``initContainers`` sets that a TrainJob has no place for: a field of
+    the role's container beyond :data:`TRAINER_CONTAINER_FIELDS`, another container, or an init container
+    beyond the fields ``runtimePatches`` takes (it patches the runtime's, never adds one). Items that are
+    not named containers are left to the merge, which refuses them at their place."""
+    if not isinstance(items, list):
+        return []
+    own = dns_label(role.name)
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+            continue
+        fields = [f for f in item if not str(f).startswith("$")]  # $patch, $retainKeys...: the merge's
+        if key == "containers" and item["name"] != own:
+            out.append(Refusal(where + (i,), f"role {role.name!r}: {META_POD_PATCH} adds container {item['name']!r}:"
+                               " a TrainJob's pods run only the runtime's containers (runtimePatches patches"
+                               " them, never adds one); put a sidecar in the ClusterTrainingRuntime, or use"
+                               f" -c flavor=jobset or job (the role's own container is {own!r})"))
+            continue
+        allowed = TRAINER_CONTAINER_FIELDS if key == "containers" else ("name",) + RUNTIME_CONTAINER_FIELDS
+        takes = (f"the role's container {own!r} takes {', '.join(TRAINER_CONTAINER_FIELDS[1:])}" if key == "containers"
+                 else f"an init container of the runtime takes {', '.join(RUNTIME_CONTAINER_FIELDS)}; runtimePatches"
+                      " patches the runtime's own, never adds one: a sidecar belongs in the ClusterTrainingRuntime,"
+                      " or use -c flavor=jobset or job")
+        out += [Refusal(where + (i, f), f"role {role.name!r}: {META_POD_PATCH} sets {key}[{i}].{f}, which a TrainJob"
+                        f" has no place for ({takes})") for f in fields if f not in allowed]
     return out
 
 
@@ -103,7 +145,9 @@ class TrainJobFlavor(Flavor):
         "needs": "Kubeflow Trainer (v2.3+) and the runtime", "roles": "one; more are refused",
         "entrypoint": "any; torchrun's rendezvous options become the runtime's", "elastic": "refused",
         "retries": "refused: they are the runtime's", "ports": "refused (a torchrun rendezvous port is the runtime's)",
-        "mounts": "yes (runtimePatches)", "pod_patch": "the fields runtimePatches takes; others refused",
+        "mounts": "yes (runtimePatches)",
+        "pod_patch": "the role's container's image, command, args, env, resources, volumeMounts, securityContext,"
+                     " and the pod fields runtimePatches takes; others refused",
         "replica_id": "yes", "queue": "Kueue (spec.suspend)", "deadline": "spec.activeDeadlineSeconds",
     }
 
