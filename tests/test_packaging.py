@@ -78,6 +78,7 @@ def test_the_sdist_holds_what_the_tests_need(built: Dict[str, pathlib.Path]) -> 
                              capture_output=True, text=True).stdout.split() if shutil.which("git") else []
     for name in ["LICENSE", "CHANGELOG.md", "README.md", "mkdocs.yml", "tests/conftest.py", "examples/hello.yaml",
                  "docs/index.md", "schemas/appdef.schema.json", "torchspec/schemas/appdef.schema.json", ".ci/run",
+                 "Dockerfile", ".dockerignore",
                  ".github/workflows/release.yml", *tracked]:
         assert name in names, name
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
