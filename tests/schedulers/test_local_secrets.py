@@ -78,3 +78,14 @@ def test_the_replica_gets_the_value_and_nothing_torchspec_keeps_holds_it(
     for path in state.rglob("*"):
         if path.is_file():
             assert MARKER.encode() not in path.read_bytes(), path
+
+
+def test_through_the_cli_the_replica_gets_it_and_nothing_torchspec_writes_holds_it(tmp_path: pathlib.Path) -> None:
+    """The engine-wide grep (tests/secrets_support.py) on local: every command's output, the state folder."""
+    from secrets_support import Cli, assert_not_in_files, new_marker, spec_text
+
+    marker = new_marker()
+    (tmp_path / "job.yaml").write_text(spec_text(str(tmp_path)))
+    cli = Cli(tmp_path, marker)
+    cli.lifecycle("local", "job.yaml")
+    assert assert_not_in_files(marker, cli.home, tmp_path / "job.yaml") >= 3
