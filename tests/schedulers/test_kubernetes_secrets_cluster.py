@@ -5,24 +5,14 @@ nothing it prints or keeps holds it (the engine-wide grep, tests/secrets_support
 from __future__ import annotations
 
 import pathlib
-from typing import Any
 
 import pytest
 
 from k8s_support import Cluster
 from secrets_support import NAME, SOURCE, Cli, assert_not_in_files, new_marker, spec_text
+from test_kubernetes_cluster import k8s_image  # noqa: F401 - the fixture: the busybox test image on the node
 
 pytestmark = pytest.mark.k8s_cluster
-
-#: the busybox test image as the lifecycle tests tag it for the node (tests/schedulers/test_kubernetes_cluster.py)
-K8S_IMAGE = "torchspec-test/busybox:k8s"
-
-
-@pytest.fixture(scope="module")
-def k8s_image(k8s_cluster: Cluster, docker_client: Any, busybox_image: str) -> str:
-    docker_client.images.get(busybox_image).tag(K8S_IMAGE)
-    k8s_cluster.load(K8S_IMAGE)
-    return K8S_IMAGE
 
 
 def test_a_secret_made_with_the_api_reaches_the_replica_by_reference(
