@@ -174,6 +174,8 @@ class Flavor(abc.ABC):
     lacks: Dict[str, str] = {}
     #: what the flavor does with each part of an app, for the kubernetes page's table (see flavors.carry_table)
     carries: Dict[str, str] = {}
+    #: what :attr:`carries` says where a flavor does not say otherwise
+    carries_by_default: Dict[str, str] = {"order": "refused: starts every role at once"}
 
     def index_env(self) -> List[Obj]:
         """The env entries that give a pod ``TORCHSPEC_REPLICA_ID``: by default, from the index the Job
@@ -227,6 +229,12 @@ class Flavor(abc.ABC):
     def notes(self, b: Build) -> List[str]:
         """More lines for the dry run's header: what the flavor did with the app."""
         return []
+
+    def order_refusals(self, app: AppDef) -> List[Refusal]:
+        """Each ``depends_on`` the flavor cannot honour, at its place (by default all: its controller starts
+        every role at once, and starting a role early would break the spec's promise)."""
+        return [Refusal(("roles", i, "depends_on"), f"role {r.name!r} has depends_on, but a"
+                        f" {self.api_version.split('/')[0]} {self.kind} starts every role at once") for i, r in enumerate(app.roles) if r.depends_on]
 
     def pod_index(self, pod: Obj, top: List[Obj]) -> Optional[int]:
         """The replica a pod of this flavor's controller runs, where the generic index keys do not say."""

@@ -31,7 +31,7 @@ CARRY_ROWS: Tuple[Tuple[str, str], ...] = (
     ("needs", "needs on the cluster"), ("roles", "roles"), ("entrypoint", "entrypoint"),
     ("elastic", "`min_replicas` < `num_replicas`"), ("retries", "retries"), ("ports", "`port_map`"),
     ("mounts", "mounts"), ("pod_patch", "`kubernetes.pod_patch`"), ("replica_id", "`${replica_id}`"),
-    ("queue", "`-c queue=`"), ("deadline", "`-c active_deadline=`"),
+    ("queue", "`-c queue=`"), ("deadline", "`-c active_deadline=`"), ("order", "`depends_on`"),
 )
 
 
@@ -41,5 +41,6 @@ def carry_table() -> str:
     flavors = list(FLAVOR_TABLE.values())
     lines = ["| | " + " | ".join(f"`{f.name}`" for f in flavors) + " |",
              "| --- |" + " --- |" * len(flavors)]
-    lines += [f"| {title} | " + " | ".join(f.carries[key] for f in flavors) + " |" for key, title in CARRY_ROWS]
+    lines += [f"| {title} | " + " | ".join({**f.carries_by_default, **f.carries}[key] for f in flavors) + " |"
+              for key, title in CARRY_ROWS]
     return "\n".join(lines)

@@ -101,6 +101,7 @@ class JobFlavor(Flavor):
         "ports": "yes", "mounts": "yes", "pod_patch": "yes", "replica_id": "yes",
         "queue": "Kueue, each Job on its own (suspended)",
         "deadline": "each Job's activeDeadlineSeconds (retries included)",
+        "order": "refused: Jobs start at once (use -c flavor=jobset)",
     }
 
     def build(self, b: Build) -> List[Obj]:

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Version, suspended_message, true_conditions
+from torchspec.schedulers.kubernetes.flavor import (Build, Flavor, Refusal, Version, suspended_message,
+                                                     true_conditions)
 from torchspec.schedulers.kubernetes.job import job_spec
 from torchspec.schedulers.kubernetes.states import Obj
 from torchspec.specs import AppDef, AppState, RetryPolicy, Role
+from torchspec.specs.dependencies import FINISHED, READY
+
+#: ``depends_on``'s ``when`` -> the status of a JobSet's ``dependsOn``
+_STATUS = {FINISHED: "Complete", READY: "Ready"}
 
 
 def _failure_policy(app: AppDef, keys: Dict[str, str], deadline: bool = False) -> Obj:
@@ -47,6 +52,7 @@ class JobSetFlavor(Flavor):
         "ports": "yes", "mounts": "yes", "pod_patch": "yes", "replica_id": "yes",
         "queue": "Kueue, the whole app (spec.suspend)",
         "deadline": "its Jobs' activeDeadlineSeconds, per attempt; exceeded: the JobSet fails",
+        "order": "dependsOn (Complete, Ready): one earlier role per role",
     }
 
     def replica_host(self, app_id: str, key: str, k: int) -> str:
@@ -58,6 +64,8 @@ class JobSetFlavor(Flavor):
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
             "failurePolicy": _failure_policy(b.app, b.keys, b.active_deadline is not None),
             "replicatedJobs": [{"name": b.keys[r.name], "replicas": 1,
+                                **({"dependsOn": [{"name": b.keys[d.role], "status": _STATUS[d.when]}
+                                                  for d in r.depends_on]} if r.depends_on else {}),
                                 "template": {"spec": job_spec(r, b.templates[r.name], b.k8s_version, None,
                                                               in_jobset=True, deadline=b.active_deadline)}}
                                for r in b.app.roles],
@@ -71,6 +79,21 @@ class JobSetFlavor(Flavor):
             return [f"active_deadline={b.active_deadline}: each attempt's Jobs may run that long (a restart starts"
                     " the clock again); a Job past it fails the JobSet, not restarted"]
         return []
+
+    def order_refusals(self, app: AppDef) -> List[Refusal]:
+        """JobSet's webhook takes one ``dependsOn`` per replicated Job, naming one listed before it."""
+        refusals = []
+        names = [r.name for r in app.roles]
+        for i, r in enumerate(app.roles):
+            if len(r.depends_on) > 1:
+                refusals.append(Refusal(("roles", i, "depends_on", 1), f"role {r.name!r} depends on"
+                                        f" {len(r.depends_on)} roles; a JobSet's replicated Job takes one"))
+            for j, d in enumerate(r.depends_on[:1]):
+                if d.role in names and names.index(d.role) > i:
+                    refusals.append(Refusal(("roles", i, "depends_on", j, "role"), f"role {r.name!r} depends on"
+                                            f" {d.role!r}, listed after it; a JobSet starts replicated Jobs in"
+                                            " their order"))
+        return refusals
 
     def retry_how(self, role: Role, k8s_version: Version) -> str:
         retry, n = RetryPolicy(role.retry_policy), role.max_retries

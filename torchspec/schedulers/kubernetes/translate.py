@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from torchspec.errors import AppRefusedError
 from torchspec.schedulers.api import labels_json, labels_of
-from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Refusal, Version
+from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Refusal, Version, refuse
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.names import AppRef, is_label_value, is_qualified_name, label_value, \
     metadata_labels, port_name, role_key
@@ -51,7 +51,8 @@ from torchspec.schedulers.kubernetes.states import (
 from torchspec.schedulers.images import check_container_images
 from torchspec.schedulers.kubernetes.pod_patch import apply_pod_patch
 from torchspec.schedulers.kubernetes.secrets import add_secrets
-from torchspec.schedulers.replicas import ENV_APP_ID, ENV_NUM_REPLICAS, ENV_RANK0_HOST, ENV_REPLICA_ID, ENV_ROLE_NAME
+from torchspec.schedulers.replicas import (ENV_APP_ID, ENV_NUM_REPLICAS, ENV_RANK0_HOST, ENV_REPLICA_ID, ENV_ROLE_NAME,
+                                          hosts_env)
 from torchspec.specs import AppDef, BindMount, CfgVal, DeviceMount, RetryPolicy, Role, VolumeMount, macros
 from torchspec.version import __version__
 
@@ -155,6 +156,8 @@ def _resources(role: Role) -> Obj:
     return container_resources(role, 0)[0]
 
 
+_ORDER_HINT = ("-c flavor=jobset starts a role after another (JobSet's dependsOn); or drop depends_on and have"
+               " the role wait itself, e.g. for a file or a port of $TORCHSPEC_HOSTS_<ROLE>")
 _SPEC_HINT = ("docs/schedulers/kubernetes.md, 'Pods': resources take Kubernetes quantities (500m, 2Gi), Linux"
               " capabilities their names (IPC_LOCK), labels keys such as team or example.com/cost-center")
 
@@ -247,14 +250,15 @@ def _mounts(role: Role) -> Tuple[List[Obj], List[Obj], bool]:
     return volumes, mounts, privileged
 
 
-def _env(role: Role, app_id: str, flavor: Flavor, rank0_host: str, values: macros.Values) -> List[Obj]:
+def _env(role: Role, app_id: str, flavor: Flavor, rank0_host: str, values: macros.Values,
+         hosts: Mapping[str, str]) -> List[Obj]:
     """The container's env: the index and the namespace first (later entries may refer to them as
-    ``$(...)``), torchspec's variables, then the role's own (torchspec's win), ``PYTHONUNBUFFERED=1``
-    unless set.  ``app_id`` is the full one (:func:`full_app_id`)."""
+    ``$(...)``), torchspec's variables (``hosts``: every role's ``TORCHSPEC_HOSTS_<ROLE>``), then the role's
+    own (torchspec's win), ``PYTHONUNBUFFERED=1`` unless set.  ``app_id`` is the full one (:func:`full_app_id`)."""
     env = flavor.index_env()
     env.append({"name": ENV_NAMESPACE, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}})
     ours = {ENV_APP_ID: app_id, ENV_ROLE_NAME: role.name, ENV_NUM_REPLICAS: str(role.num_replicas),
-            ENV_RANK0_HOST: rank0_host}
+            ENV_RANK0_HOST: rank0_host, **hosts}
     env += [{"name": k, "value": v} for k, v in ours.items()]
     taken = set(ours) | {ENV_REPLICA_ID, ENV_JOB_COMPLETION_INDEX, ENV_NAMESPACE}
     for key, value in role.env.items():
@@ -292,7 +296,7 @@ def metadata_annotation(app: AppDef) -> Dict[str, str]:
 
 
 def _container(role: Role, key: str, app_id: str, flavor: Flavor, cfg: Mapping[str, CfgVal], entrypoint: str,
-               volume_mounts: List[Obj], privileged: bool) -> Obj:
+               volume_mounts: List[Obj], privileged: bool, hosts: Mapping[str, str]) -> Obj:
     """The role's one container; ``entrypoint`` has its macros filled in already."""
     context = str(cfg["context"]) if cfg.get("context") else None
     values = macros.Values(img_root="", app_id=_app_id_macro(app_id, context, flavor.name),
@@ -303,7 +307,7 @@ def _container(role: Role, key: str, app_id: str, flavor: Flavor, cfg: Mapping[s
         "command": [_escape_refs(entrypoint)],
         "args": [_substitute(arg, values) for arg in role.args],
         "env": _env(role, full_app_id(app_id, context, flavor.name), flavor, flavor.replica_host(app_id, key, 0),
-                    values),
+                    values, hosts),
         "resources": _resources(role),
         "volumeMounts": volume_mounts,
     }
@@ -341,11 +345,13 @@ def _pod_spec(role: Role, container: Obj, volumes: List[Obj], app_id: str, flavo
 
 
 def pod_template(role: Role, app_id: str, flavor: str, cfg: Mapping[str, CfgVal], session_name: str,
-                 index: int = 0, labels: Optional[Mapping[str, str]] = None) -> Obj:
+                 index: int = 0, labels: Optional[Mapping[str, str]] = None,
+                 hosts: Optional[Mapping[str, str]] = None) -> Obj:
     """The pod template every replica of ``role`` runs from, the same for every flavor but for the
     index variable and the DNS settings each flavor's controller provides; ``kubernetes.pod_patch``
     applied last (a strategic merge patch, see pod_patch.py) and checked.  ``index`` is the role's place
-    in the app, where a refusal of its patch points; ``labels``, the app's metadata as labels, go on every pod.
+    in the app, where a refusal of its patch points; ``labels``, the app's metadata as labels, go on every pod;
+    ``hosts``, every role's ``TORCHSPEC_HOSTS_<ROLE>`` (the flavor's DNS names), in every container.
 
     ``app_id`` is the app's name; ``${app_id}`` in args and env becomes the full app id
     (:func:`full_app_id`), as the handle has it.  In ``kubernetes.pod_patch`` it stays the name: the
@@ -360,7 +366,7 @@ def pod_template(role: Role, app_id: str, flavor: str, cfg: Mapping[str, CfgVal]
     volumes, volume_mounts, privileged = _mounts(role)
     if cfg.get("shm_size"):
         volumes[0]["emptyDir"]["sizeLimit"] = str(cfg["shm_size"])  # the /dev/shm emptyDir
-    container = _container(role, key, app_id, impl, cfg, filled.entrypoint, volume_mounts, privileged)
+    container = _container(role, key, app_id, impl, cfg, filled.entrypoint, volume_mounts, privileged, hosts or {})
     add_secrets(role, index, container, volumes)
     template: Obj = {"metadata": {"labels": {**(labels or {}), LABEL_APP_ID: app_id, LABEL_ROLE_NAME: key,
                                              LABEL_VERSION: label_value(__version__)}},
@@ -418,6 +424,7 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, session_
                               problems=tuple((r.path, r.message) for r in refusals))
     labels, label_notes, _ = _metadata_labels(app)
     flavor = FLAVOR_TABLE[flavor_name(cfg)]
+    refuse(flavor.name, flavor.order_refusals(app), _ORDER_HINT)  # never a role started before its time
     run_app = flavor.adapt(app, cfg)  # first: every field the flavor cannot carry, at once
     check_container_images(app, "kubernetes")
     k8s_version = parse_version(str(cfg.get("k8s_version") or ""))
@@ -425,8 +432,10 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, session_
     namespace = str(cfg["namespace"]) if cfg.get("namespace") else None
     queue = str(cfg["queue"]) if cfg.get("queue") else None
     keys = _role_keys(app, app_id)
+    hosts = hosts_env(app, lambda role, k: flavor.replica_host(app_id, keys[role.name], k))
     build = Build(app=app, app_id=app_id, keys=keys,
-                  templates={role.name: pod_template(role, app_id, flavor.name, cfg, session_name, index, labels)
+                  templates={role.name: pod_template(role, app_id, flavor.name, cfg, session_name, index, labels,
+                                                     hosts)
                              for index, role in enumerate(run_app.roles)},
                   k8s_version=k8s_version, ttl=int(ttl) if ttl is not None else None,  # type: ignore[arg-type]
                   queue=queue, priority_class=str(cfg["priority_class"]) if cfg.get("priority_class") else None,

@@ -61,6 +61,7 @@ class VolcanoFlavor(Flavor):
         "ports": "yes", "mounts": "yes", "pod_patch": "yes", "replica_id": "yes",
         "queue": "the Volcano queue (spec.queue)",
         "deadline": "refused: a Volcano Job has none",
+        "order": "refused: Volcano starts every task at once (use -c flavor=jobset)",
     }
     scheduler_name = "volcano"
 
