@@ -7,7 +7,8 @@ goes in the replica:
 - ``env_prefix``: every key of the secret as a variable, its name the prefix
   plus the key (Kubernetes only: ``envFrom``);
 - ``mount``: the secret's keys as files in a folder (every key, or only
-  ``key``) (Kubernetes only: a Secret or ConfigMap volume).
+  ``key``) (Kubernetes: a Secret or ConfigMap volume; Slurm and Ray: files
+  written on each node; local and docker refuse it).
 
 ``kind`` is ``secret`` (a Kubernetes Secret) or ``config_map`` (a ConfigMap).
 How each scheduler finds and carries the value is the scheduler's business
