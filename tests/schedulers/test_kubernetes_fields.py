@@ -22,7 +22,7 @@ from torchspec.errors import AppRefusedError
 from torchspec.lint import LintOptions
 from torchspec.loader import load_app
 from torchspec.runner.check import lint_paths
-from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE, FLAVORS
+from torchspec.schedulers.kubernetes.flavors import FLAVORS
 from torchspec.schedulers.kubernetes.names import safe_label_value
 from torchspec.schedulers.kubernetes.resources import quantity_value
 from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
@@ -31,6 +31,7 @@ from torchspec.schedulers.kubernetes.validate import BUNDLED_CRDS, validate_mani
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "kube"))
 
 from apiserver import FakeApiServer  # noqa: E402
+from kubernetes_support import page_example, role_pod, top  # noqa: E402
 
 REQUESTS, LIMITS, LINUX = "kubernetes.requests", "kubernetes.limits", "kubernetes.linux_capabilities"
 CAPS = ("roles", 0, "resource", "capabilities")
@@ -62,20 +63,6 @@ def objects(flavor: str, capabilities: Any = None, metadata: Any = None, **cfg: 
     return found
 
 
-def top(objs: List[Dict[str, Any]], flavor: str) -> Dict[str, Any]:
-    impl = FLAVOR_TABLE[flavor]
-    return next(o for o in objs if (o["apiVersion"], o["kind"]) == (impl.api_version, impl.kind))
-
-
-def pod(objs: List[Dict[str, Any]], flavor: str) -> Dict[str, Any]:
-    """The role's pod template (a TrainJob's trainer as its CRD's check sees it)."""
-    obj = top(objs, flavor)
-    if not FLAVOR_TABLE[flavor].custom:
-        return obj["spec"]["template"]
-    (_, template), *_ = FLAVOR_TABLE[flavor].pod_templates(obj)
-    return template
-
-
 def refusal(flavor: str = "job", capabilities: Any = None, metadata: Any = None, **cfg: Any) -> AppRefusedError:
     with pytest.raises(AppRefusedError) as raised:
         KubernetesScheduler("test").submit_dryrun(app(flavor, capabilities, metadata), {"flavor": flavor, **cfg})
@@ -87,7 +74,7 @@ def refusal(flavor: str = "job", capabilities: Any = None, metadata: Any = None,
 
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_requests_limits_hugepages_and_linux_capabilities_in_every_flavor(flavor: str) -> None:
-    container = pod(objects(flavor, FIELDS), flavor)["spec"]["containers"][0]
+    container = role_pod(objects(flavor, FIELDS), flavor)["spec"]["containers"][0]
     assert container["resources"] == {
         "requests": {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "1", "ephemeral-storage": "1Gi",
                      "hugepages-2Mi": "2Gi"},
@@ -97,20 +84,20 @@ def test_requests_limits_hugepages_and_linux_capabilities_in_every_flavor(flavor
 
 
 def test_without_the_capabilities_requests_equal_limits_and_nothing_is_added() -> None:
-    container = pod(objects("job"), "job")["spec"]["containers"][0]
+    container = role_pod(objects("job"), "job")["spec"]["containers"][0]
     assert container["resources"]["requests"] == container["resources"]["limits"]
     assert "securityContext" not in container
 
 
 def test_a_null_limit_leaves_it_out_and_numbers_are_quantities() -> None:
-    resources = pod(objects("job", {LIMITS: {"cpu": None}, REQUESTS: {"cpu": 0.5, "memory": 1024}}), "job")[
+    resources = role_pod(objects("job", {LIMITS: {"cpu": None}, REQUESTS: {"cpu": 0.5, "memory": 1024}}), "job")[
         "spec"]["containers"][0]["resources"]
     assert resources["requests"]["cpu"] == "0.5" and resources["requests"]["memory"] == "1024"
     assert "cpu" not in resources["limits"]
 
 
 def test_privileged_and_capabilities_together() -> None:
-    container = pod(objects("job", {LINUX: "cap_ipc_lock, SYS_PTRACE"}, privileged=True), "job")["spec"][
+    container = role_pod(objects("job", {LINUX: "cap_ipc_lock, SYS_PTRACE"}, privileged=True), "job")["spec"][
         "containers"][0]
     assert container["securityContext"] == {"privileged": True, "capabilities": {"add": ["IPC_LOCK", "SYS_PTRACE"]}}
 
@@ -182,7 +169,7 @@ def test_metadata_labels_every_object_and_pod(flavor: str) -> None:
         assert safe.items() <= obj["metadata"]["labels"].items(), obj["kind"]
         assert obj["metadata"]["labels"]["torchspec.dev/app-id"] == top(objs, flavor)["metadata"]["labels"][
             "torchspec.dev/app-id"]
-    assert safe.items() <= pod(objs, flavor)["metadata"]["labels"].items()
+    assert safe.items() <= role_pod(objs, flavor)["metadata"]["labels"].items()
 
 
 def test_a_value_made_a_label_is_said_and_the_annotation_keeps_it() -> None:
@@ -316,21 +303,14 @@ def test_k8s_version_option_is_the_oldest_checked(stand_in: FakeApiServer, tmp_p
 @pytest.mark.parametrize("flavor", [*PLAIN, "trainjob"])
 def test_the_kubernetes_pages_fields_example(tmp_path: pathlib.Path, flavor: str) -> None:
     """docs/schedulers/kubernetes.md's example under 'Fields teams need' does what the page says."""
-    import re
-
-    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "schedulers" / "kubernetes.md").read_text()
-    section = page.split("\n## Fields teams need\n", 1)[1].split("\n## ", 1)[0]
-    spec = tmp_path / "fields.yaml"
-    spec.write_text(re.search(r"```yaml\n(name: fields\n.*?)```", section, re.S).group(1))  # type: ignore[union-attr]
-    request = KubernetesScheduler("test").submit_dryrun(load_app(str(spec)), {"flavor": flavor}).request
-    assert validate_manifests(request.objects, ["1.25", "1.37"], list(BUNDLED_CRDS)) == []
-    template = pod(request.objects, flavor)
+    objs = page_example(tmp_path, "Fields teams need", "fields", flavor)
+    template = role_pod(objs, flavor)
     container = template["spec"]["containers"][0]
     assert container["resources"]["requests"] == {"cpu": "2", "memory": "16Gi", "nvidia.com/gpu": "1",
                                                   "ephemeral-storage": "10Gi", "hugepages-2Mi": "2Gi"}
     assert container["resources"]["limits"]["cpu"] == "8" and container["resources"]["limits"]["memory"] == "32768Mi"
     assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK", "SYS_PTRACE"]}}
-    for labels in [template["metadata"]["labels"]] + [o["metadata"]["labels"] for o in request.objects]:
+    for labels in [template["metadata"]["labels"]] + [o["metadata"]["labels"] for o in objs]:
         assert labels["team"] == "ml" and labels["example.com/cost-center"] == "1234"
 
 

@@ -11,6 +11,7 @@ import textwrap
 from typing import Any, Dict, List
 
 import pytest
+from kubernetes_support import page_example, role_pod
 
 from torchspec import specs
 from torchspec.components import find_component
@@ -18,7 +19,6 @@ from torchspec.errors import AppRefusedError
 from torchspec.lint import LintOptions
 from torchspec.loader import load_app
 from torchspec.runner.check import lint_paths
-from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
 from torchspec.schedulers.kubernetes.validate import BUNDLED_CRDS, validate_manifests
 
@@ -55,16 +55,6 @@ def objects(patch: Any, flavor: str) -> List[Dict[str, Any]]:
 def pod(patch: Any, flavor: str = "job") -> Dict[str, Any]:
     """The role's pod as the flavor's object runs it (a TrainJob's trainer as its CRD's check sees it)."""
     return role_pod(objects(patch, flavor), flavor)
-
-
-def role_pod(objs: List[Dict[str, Any]], flavor: str) -> Dict[str, Any]:
-    """The first role's pod template in the flavor's object."""
-    impl = FLAVOR_TABLE[flavor]
-    top = next(o for o in objs if (o["apiVersion"], o["kind"]) == (impl.api_version, impl.kind))
-    if not impl.custom:  # a batch/v1 Job
-        return top["spec"]["template"]
-    (_, template), *_ = impl.pod_templates(top)
-    return template
 
 
 def refusal(patch: Any, flavor: str = "job") -> AppRefusedError:
@@ -242,13 +232,7 @@ def test_lint_reports_what_the_patch_removed_at_its_line(tmp_path: pathlib.Path)
 @pytest.mark.parametrize("flavor", PLAIN)
 def test_the_kubernetes_pages_pod_patch_example(tmp_path: pathlib.Path, flavor: str) -> None:
     """docs/schedulers/kubernetes.md's example under 'Pod patches' does what the page says."""
-    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "schedulers" / "kubernetes.md").read_text()
-    section = page.split("\n## Pod patches\n", 1)[1].split("\n## ", 1)[0]
-    spec = tmp_path / "patched.yaml"
-    spec.write_text(re.search(r"```yaml\n(name: patched\n.*?)```", section, re.S).group(1))  # type: ignore[union-attr]
-    request = KubernetesScheduler("test").submit_dryrun(load_app(str(spec)), {"flavor": flavor}).request
-    assert validate_manifests(request.objects, ["1.25", "1.37"], list(BUNDLED_CRDS)) == []
-    template = role_pod(request.objects, flavor)
+    template = role_pod(page_example(tmp_path, "Pod patches", "patched", flavor), flavor)
     trainer, proxy = template["spec"]["containers"]
     assert trainer["args"] == ["train.py"] and trainer["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert "TORCHSPEC_APP_ID" in env_of(trainer) and "secretKeyRef" in env_of(trainer)["WANDB_API_KEY"]
