@@ -55,3 +55,26 @@ def test_mounts_are_refused_where_the_backend_carries_none_and_bad_keys_everywhe
         refuse_kubernetes_only(app, "slurm", mounts=True)
     assert [p for p, _ in slurm.value.problems] == [("roles", 0, "secrets", 1, "key"),
                                                     ("roles", 0, "secrets", 2, "mount")]
+
+
+@pytest.mark.parametrize("scheduler,cfg", [("slurm", "log_dir={tmp}/logs"), ("ray", "dashboard_address=127.0.0.1:1")])
+def test_a_missing_secret_is_exit_2_naming_it_before_anything_is_made(
+        scheduler: str, cfg: str, tmp_path: pathlib.Path) -> None:
+    """Through the CLI, with no engine needed: the secret is read before sbatch runs or Ray is asked."""
+    import os
+    import subprocess
+    import sys
+
+    from secrets_support import ROOT, SOURCE, spec_text
+
+    (tmp_path / "job.yaml").write_text(spec_text("/tmp" if scheduler == "slurm" else "img"))
+    env = {k: v for k, v in os.environ.items() if k != SOURCE}
+    env.update(TORCHSPEC_SECRETS_DIR=str(tmp_path / "none"), TORCHSPEC_HOME=str(tmp_path / "home"),
+               PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "torchspec", "submit", "-s", scheduler, "-c",
+                           cfg.format(tmp=tmp_path), "job.yaml"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "secret 'hf-token/token' (for HF_TOKEN) is not set on this machine" in done.stderr
+    assert SOURCE in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "logs").exists()

@@ -38,11 +38,13 @@ def test_the_script_names_carriers_and_placeholders_never_a_value(tmp_path: path
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     marker = new_marker()
     monkeypatch.setenv("TORCHSPEC_SECRET_HF_TOKEN_TOKEN", marker)
-    script = app_to_request(app(str(tmp_path), TOKEN, FILES), {"log_dir": str(tmp_path / "l")}, str(tmp_path)).script()
+    cfg = {"log_dir": str(tmp_path / "l")}
+    script = app_to_request(app(str(tmp_path), TOKEN, FILES), cfg, str(tmp_path)).script()
     assert marker.split("$")[0] not in script
     assert "# secrets: HF_TOKEN=<secret hf-token/token>, /run/db: <secret db>" in script
     assert "ts_give TORCHSPEC_CARRIED_SECRET_0_0 TORCHSPEC_CARRIED_SECRET_0_1" in script
-    assert "e HF_TOKEN TORCHSPEC_CARRIED_SECRET_0_0 \\" in script and "m /run/db TORCHSPEC_CARRIED_SECRET_0_1 \\" in script
+    assert "e HF_TOKEN TORCHSPEC_CARRIED_SECRET_0_0 \\" in script
+    assert "m /run/db TORCHSPEC_CARRIED_SECRET_0_1 \\" in script
     assert "ts_need TORCHSPEC_CARRIED_SECRET_0_1_KEYS '<secret db>'" in script
     # the carriers leave the exported environment before any command of the script runs
     assert script.index('export -n "$TS_V"') < script.index("set -uo pipefail")
@@ -77,6 +79,22 @@ def test_a_missing_secret_stops_the_submit_before_sbatch(tmp_path: pathlib.Path,
     assert not (tmp_path / "logs").exists()
 
 
+def test_a_script_given_to_sbatch_by_hand_fails_naming_the_secret_that_did_not_arrive(tmp_path: pathlib.Path) -> None:
+    from torchspec.schedulers.slurm.secrets import role_secrets, script_lines
+
+    lines = script_lines(role_secrets(app(str(tmp_path), TOKEN, FILES)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHSPEC_CARRIED")}
+    done = subprocess.run(["bash", "-c", "\n".join(lines + ["echo ran"])], env=env, capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 1 and "ran" not in done.stdout
+    assert "torchspec: <secret hf-token/token> did not reach the job" in done.stderr
+    env.update(TORCHSPEC_CARRIED_SECRET_0_0="v", TORCHSPEC_CARRIED_SECRET_0_1_KEYS="k",
+               TORCHSPEC_CARRIED_SECRET_0_1_0="x")
+    done = subprocess.run(["bash", "-c", "\n".join(lines + ["env | grep -c TORCHSPEC_CARRIED; echo ran"])], env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert done.stdout.split() == ["0", "ran"], done.stderr  # arrived, and taken out of the exported environment
+
+
 def test_sbatch_env_flattens_a_mount_into_keys_and_values() -> None:
     assert sbatch_env({"C_0_0": "v"}, {"C_0_1": {"a": "1", "b.txt": "2"}}) == {
         "C_0_0": "v", "C_0_1_KEYS": "a b.txt", "C_0_1_0": "1", "C_0_1_1": "2"}
@@ -99,7 +117,8 @@ def test_the_step_script_sets_writes_shares_and_cleans_up(tmp_path: pathlib.Path
             env=env, capture_output=True, text=True, timeout=30)
         assert second.stdout.splitlines() == ["v$1'x", "file-value", "0"], second.stderr
         assert (folder / "token").read_text() == "file-value"  # the first step still uses it
-        assert oct(folder.stat().st_mode & 0o777) == "0o700" and oct((folder / "token").stat().st_mode & 0o777) == "0o600"
+        assert oct(folder.stat().st_mode & 0o777) == "0o700"
+        assert oct((folder / "token").stat().st_mode & 0o777) == "0o600"
     finally:
         gate.touch()
         assert first.wait(timeout=30) == 0
