@@ -28,6 +28,7 @@ REPLICA_SH = r"""#!/bin/bash
 host=${!3}
 echo "replica=$1 env_replica=$TORCHSPEC_REPLICA_ID role=$TORCHSPEC_ROLE_NAME app=$2 env_app=$TORCHSPEC_APP_ID"
 echo "rank0_host=$host resolves=$(getent hosts "$host" | awk '{print $1; exit}')"
+echo "hosts trainer=${TORCHSPEC_HOSTS_TRAINER:-} ps=${TORCHSPEC_HOSTS_PS:-}"
 echo "to stderr $1" >&2
 # "done" only after the whole sleep: a cancel's SIGTERM may reach sleep before bash, which would then print it
 sleep "$4" || exit "$?"
@@ -94,6 +95,12 @@ def test_het_job_each_replica_sees_its_id_and_resolves_rank0(sched, image) -> No
         assert f"replica={k} env_replica={k} role={name} app={job_id} env_app={job_id}" in out, out
         match = re.search(r"rank0_host=(\S+) resolves=(\S+)", out)
         assert match and match.group(2), out  # ${rank0_env} names a variable holding a host that resolves
+        hosts = re.search(r"^hosts trainer=(\S+) ps=(\S+)$", out, re.MULTILINE)  # every role's, in every replica
+        assert hosts, out
+        own = {"trainer": hosts.group(1), "ps": hosts.group(2)}.get(name)
+        assert own is None or own.split(",")[0] == match.group(1), out  # its own role's first host is its rank 0
+        assert all(subprocess.run(["getent", "hosts", h], capture_output=True).returncode == 0
+                   for h in hosts.group(1).split(",") + [hosts.group(2)]), out
         assert "to stderr" not in out
     assert "".join(sched.log_iter(job_id, "ps", 0, streams="stderr")).startswith("to stderr 0")
     assert list(sched.log_iter(job_id, "trainer", 0, regex="^done")) == ["done 0\n"]

@@ -45,6 +45,7 @@ from torchspec.schedulers.replicas import (
     ENV_ROLE_NAME,
     check_role_names,
 )
+from torchspec.specs.api import role_hosts_env
 from torchspec.schedulers.slurm.flags import (
     ClientHelp,
     Extras,
@@ -147,12 +148,17 @@ class SlurmBatchRequest:
 #: Stand for the Slurm job id and for rank 0's host of het group N, known only once the job runs;
 #: :func:`shell_word` turns them into ``"$SLURM_JOB_ID"`` and ``"$TS_RANK0_HOST_N"``.
 JOB_ID_MARK = "\x00SLURM_JOB_ID\x00"
-_RANK0 = re.compile("\x00RANK0_(\\d+)\x00")
-_MARKS = re.compile("(\x00SLURM_JOB_ID\x00|\x00RANK0_\\d+\x00)")
+_RANK0 = re.compile("\x00(RANK0_HOST|HOSTS)_(\\d+)\x00")
+_MARKS = re.compile("(\x00SLURM_JOB_ID\x00|\x00(?:RANK0_HOST|HOSTS)_\\d+\x00)")
 
 
 def rank0_mark(group: int) -> str:
-    return f"\x00RANK0_{group}\x00"
+    return f"\x00RANK0_HOST_{group}\x00"
+
+
+def hosts_mark(group: int) -> str:
+    """Stands for ``TORCHSPEC_HOSTS_<ROLE>`` of het group ``group``, known once the job runs (``$TS_HOSTS_N``)."""
+    return f"\x00HOSTS_{group}\x00"
 
 
 def shell_word(text: str) -> str:
@@ -163,7 +169,7 @@ def shell_word(text: str) -> str:
         if part == JOB_ID_MARK:
             out.append('"$SLURM_JOB_ID"')
         elif match:
-            out.append(f'"$TS_RANK0_HOST_{match.group(1)}"')
+            out.append(f'"$TS_{match.group(1)}_{match.group(2)}"')
         elif part:
             out.append(shlex.quote(part))
     return "".join(out) or "''"
@@ -188,6 +194,15 @@ node_host() {
     local host
     host=$(scontrol show node "$1" -o 2>/dev/null | grep -io 'NodeHostName=[^ ]*' | cut -d= -f2)
     echo "${host:-$1}"
+}
+
+# hosts_of N NODE...: the host names of the first N nodes (all when N is 0),
+# comma-separated: what TORCHSPEC_HOSTS_<ROLE> holds.
+hosts_of() {
+    local n=$1 node out=() IFS=,
+    ((n > 0)) || n=$(($# - 1))
+    for node in "${@:2:n}"; do out+=("$(node_host "$node")"); done
+    echo "${out[*]}"
 }
 
 # run_replica ROLE K GROUP NODE RESTARTS DIR env K=V... CMD...: replica K of
@@ -344,14 +359,16 @@ def _log_folder_lines(request: SlurmBatchRequest) -> List[str]:
 
 
 def _rank0_lines(request: SlurmBatchRequest) -> List[str]:
-    """Each component's nodes, and its rank 0's host (what ``${rank0_env}`` names)."""
-    lines = ["# Rank 0's host per role: the first node of its component."]
+    """Each component's nodes, its rank 0's host (what ``${rank0_env}`` names) and its hosts (``${hosts_env:ROLE}``)."""
+    lines = ["# Per role: rank 0's host (the first node of its component), and every replica's host."]
     for c in request.components:
         nodelist = f"${{SLURM_JOB_NODELIST_HET_GROUP_{c.group}:-$SLURM_JOB_NODELIST}}" if request.het else (
             "$SLURM_JOB_NODELIST")
         lines.append(f'mapfile -t TS_NODES_{c.group} < <(scontrol show hostnames "{nodelist}")')
         lines.append(f"readonly TS_NODES_{c.group}")
         lines.append(f'readonly TS_RANK0_HOST_{c.group}="$(node_host "${{TS_NODES_{c.group}[0]}}")"')
+        n = len(c.replicas) if c.one_node_per_replica else 0  # else: the nodes its replicas share
+        lines.append(f'readonly TS_HOSTS_{c.group}="$(hosts_of {n} "${{TS_NODES_{c.group}[@]}}")"')
     return lines
 
 
@@ -386,6 +403,8 @@ def _replica_lines(c: SlurmComponent, r: SlurmReplica) -> List[str]:
 # ----------------------------------------------------------------------------
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ORDER_HINT = ("submit the role it waits for as an app of its own, then this one without it and with"
+               " -c sbatch_args='--dependency=afterok:JOBID' (finished) or after:JOBID (started)")
 #: Characters the job's name keeps; any other becomes ``-``.
 _JOB_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -652,12 +671,19 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], cwd: str,
     pass-through flags are checked against and which says whether srun has pyxis."""
     check_role_names(app)  # a role's name names its replicas' log folders
     check_slurm_keys(app)
+    ordered = [(("roles", i, "depends_on"), f"role {r.name!r} has depends_on, but one Slurm job runs every role at"
+                " once (a het job: one allocation)") for i, r in enumerate(app.roles) if r.depends_on]
+    if ordered:
+        raise AppRefusedError("; ".join(m for _, m in ordered), _ORDER_HINT, problems=ordered)
     refuse_kubernetes_only(app, "slurm", mounts=True)
     log_root = _log_root(cfg)
     nodelists = _nodelists(app, cfg)
     extras = extras_of(cfg, helps or {}, log_root)
     components = [role_to_component(role, g, cfg, cwd, nodelists[g] if nodelists else None, extras)
                   for g, role in enumerate(app.roles)]
+    hosts = {role_hosts_env(c.role): hosts_mark(c.group) for c in components}  # their values: once the job runs
+    for replica in (r for c in components for r in c.replicas):
+        replica.env.update(hosts)
     check_env_names(app, {c.role: set(c.replicas[0].env) for c in components if c.replicas})
     for component, secrets in zip(components, role_secrets(app)):
         component.secrets = secrets
