@@ -94,7 +94,7 @@ def test_the_changelog_names_this_version() -> None:
 
 def test_the_release_workflow_publishes_a_tag() -> None:
     workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text())
-    assert workflow[True]["push"]["tags"] == ["v*"]  # YAML 1.1 reads the key `on` as true
+    assert workflow[True]["push"]["tags"] == ["v[0-9]+.[0-9]+.[0-9]+*"]  # YAML 1.1 reads the key `on` as true
     steps = [step for job in workflow["jobs"].values() for step in job["steps"]]
     text = yaml.safe_dump(steps)
     for needed in ("python -m build", "twine check", "pypa/gh-action-pypi-publish", "torchspec/version.py"):

@@ -16,13 +16,16 @@ install. Nothing else of this interpreter is visible there: no docker, no kubern
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import email
 import fcntl
+import hashlib
 import importlib.metadata
 import importlib.util
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -183,3 +186,31 @@ def venv_env(venv_python: pathlib.Path, home: pathlib.Path) -> Dict[str, str]:
     return {**keep, "PATH": f"{venv_python.parent}{os.pathsep}{keep.get('PATH', '')}", "HOME": str(home),
             "XDG_CACHE_HOME": str(home / ".cache"), "XDG_CONFIG_HOME": str(home / ".config"),
             "XDG_STATE_HOME": str(home / ".state"), "NO_COLOR": "1", "VIRTUAL_ENV": str(venv_python.parent.parent)}
+
+
+def wheelhouse(folder: pathlib.Path, dists: Iterable[importlib.metadata.Distribution]) -> pathlib.Path:
+    """A folder of wheels for pip's ``--find-links``, each made from an installed distribution's own files
+    (its .dist-info as installed, less what installing adds): for a test that lets pip install the way a user's
+    machine does (a venv of its own, requirements resolved) where no index is reachable."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for dist in dists:
+        site = _site_of(dist)
+        entries = [pathlib.PurePath(str(f)) for f in dist.files or []]
+        info = next(e.parts[0] for e in entries if e.parts[0].endswith(".dist-info"))
+        tags = [line.split(":", 1)[1].strip() for line in (site / info / "WHEEL").read_text().splitlines()
+                if line.startswith("Tag:")]
+        name = re.sub(r"[-_.]+", "_", dist.metadata["Name"])
+        path = folder / f"{name}-{dist.version}-{tags[0]}.whl"
+        kept = [e for e in entries if e.parts[0] != ".." and "__pycache__" not in e.parts
+                and e.as_posix() not in (f"{info}/RECORD", f"{info}/INSTALLER", f"{info}/REQUESTED",
+                                         f"{info}/direct_url.json") and (site / e).is_file()]
+        record = []
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+            for entry in kept:
+                data = (site / entry).read_bytes()
+                archive.writestr(entry.as_posix(), data)
+                digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+                record.append(f"{entry.as_posix()},sha256={digest},{len(data)}")
+            record.append(f"{info}/RECORD,,")
+            archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return folder
