@@ -36,7 +36,7 @@ import wheel_support
 
 PYTHON_IMAGE = "torchspec-test/python:slim"
 #: bump when what goes into the image changes, so a stale one is made again
-_RECIPE_VERSION = 3
+_RECIPE_VERSION = 4
 _LABEL = "torchspec-test.python-image"
 #: parts of the standard library no torchspec command imports (and the biggest)
 _STDLIB_LEFT_OUT = {"test", "idlelib", "tkinter", "turtledemo", "lib2to3", "ensurepip", "site-packages",
@@ -78,8 +78,8 @@ def _files(python: Dict[str, str], dists: List[importlib.metadata.Distribution])
         for folder, dirs, names in os.walk(top):
             dirs[:] = [d for d in dirs if not (folder == top and d in _STDLIB_LEFT_OUT)]
             for name in names:
-                if "_tkinter" in name or (name.endswith(".pyc") and ".opt-" in name):
-                    continue
+                if "_tkinter" in name or (name.endswith(".pyc") and ".opt-" in name) or name == "EXTERNALLY-MANAGED":
+                    continue  # PEP 668's marker (Debian's Python) would refuse the Dockerfile's pip install
                 files[os.path.join(folder, name)] = os.path.join(folder, name)
     site = python["purelib"]
     for dist in dists:

@@ -283,8 +283,8 @@ def test_a_writable_token_updates_the_one_comment(pull_request: GitRepo, tmp_pat
 #: says what pip was asked to install
 FAKE_PYTHON = """#!/bin/bash
 case "$1 $2" in
-  "-m venv") mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && printf '#!/bin/sh\necho "torchspec X"\n' > "$3/bin/torchspec"
-             chmod +x "$3/bin/torchspec" ;;
+  "-m venv") mkdir -p "$3/bin" && cp "$0" "$3/bin/python"
+             printf '#!/bin/sh\necho "torchspec X"\n' > "$3/bin/torchspec" && chmod +x "$3/bin/torchspec" ;;
   "-m pip") echo "pip: ${*: -1}" ;;
 esac
 """

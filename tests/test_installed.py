@@ -25,7 +25,7 @@ import shutil
 import signal
 import subprocess
 import urllib.request
-from typing import Dict, Iterator, List, NamedTuple
+from typing import IO, Dict, Iterator, List, NamedTuple
 
 import pytest
 import yaml
@@ -52,10 +52,10 @@ class Venv(NamedTuple):
     work: pathlib.Path
     env: Dict[str, str]
 
-    def run(self, *args: str, timeout: float = 60, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """``torchspec ARGS`` as the venv's user types it."""
         return subprocess.run(["torchspec", *args], cwd=self.work, env=self.env, capture_output=True, text=True,
-                              timeout=timeout, **kwargs)  # type: ignore[call-overload]
+                              timeout=timeout)
 
     def python_says(self, code: str) -> str:
         r = subprocess.run([str(self.python), "-c", code], cwd=self.work, env=self.env, capture_output=True,
@@ -89,9 +89,11 @@ def extras(tmp_path_factory: pytest.TempPathFactory) -> Venv:
 
 def test_the_installed_wheel_is_what_runs(base: Venv) -> None:
     site = base.python_says("import sysconfig; print(sysconfig.get_path('purelib'))")
-    where = base.python_says("import sys, torchspec; print(torchspec.__file__); print(sys.path)").splitlines()
-    assert where[0] == f"{site}/torchspec/__init__.py"
-    assert not [p for p in eval(where[1]) if p and pathlib.Path(p).resolve().is_relative_to(ROOT)]
+    where = base.python_says("import json, sys, torchspec; print(torchspec.__file__); print(json.dumps(sys.path))")
+    module, path = where.splitlines()
+    assert module == f"{site}/torchspec/__init__.py"
+    assert not [p for p in json.loads(path) if p and pathlib.Path(p).resolve().is_relative_to(ROOT)]
+    assert shutil.which("torchspec", path=base.env["PATH"]) == str(base.python.parent / "torchspec")
     version = base.run("--version").stdout.splitlines()
     assert version[:2] == [f"torchspec {__version__}", f"location: {site}/torchspec"]
     assert version[-1] == f"installed by: pip ({DIST_NAME})"
@@ -198,7 +200,8 @@ def _message(body: Dict[str, object]) -> bytes:
     return b"Content-Length: %d\r\n\r\n%s" % (len(data), data)
 
 
-def _read_message(stream: "subprocess.IO[bytes]") -> Dict[str, object]:  # type: ignore[name-defined]
+def _read_message(stream: IO[bytes]) -> Dict[str, object]:
+    """One JSON-RPC message of the base protocol: headers, a blank line, Content-Length bytes of JSON."""
     length = 0
     while (line := stream.readline()) not in (b"\r\n", b""):
         name, _, value = line.decode().partition(":")

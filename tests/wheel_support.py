@@ -97,7 +97,8 @@ def _build(src: pathlib.Path, out: pathlib.Path) -> None:
             shutil.copy2(path, src / name)
     out.mkdir(parents=True)
     if importlib.util.find_spec("build") is not None:
-        command = [sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(out), str(src)]
+        command = [sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(out),
+                   str(src)]
     else:
         command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
                    str(src)]
