@@ -92,6 +92,21 @@ def test_two_roles_run_with_their_macros_and_logs(ray_sched) -> None:
         list(ray_sched.log_iter(app_id, "worker", 0))
 
 
+def test_a_role_starts_once_the_one_it_depends_on_finished_and_finds_its_hosts(ray_sched, tmp_path) -> None:
+    data = tmp_path / "data"  # this one-host cluster's nodes share the file system
+    app = specs.AppDef("ordered", roles=[
+        role("download", f"sleep 1; echo fetched > {data}"),
+        role("trainer", f'cat {data} && echo "download at $TORCHSPEC_HOSTS_DOWNLOAD"',
+             depends_on=[specs.RoleDependency("download")]),
+    ])
+    app_id = submit(ray_sched, app)
+    desc = wait_state(ray_sched, app_id, TERMINAL)
+    assert desc.state == AppState.SUCCEEDED, desc.msg  # cat found the file: trainer started after download ended
+    node = desc.roles_statuses[0].replicas[0].hostname
+    assert list(ray_sched.log_iter(app_id, "trainer", 0, streams=Stream.STDOUT)) == [
+        "fetched\n", f"download at {node}\n"]
+
+
 def test_a_replica_exiting_3_fails_the_app_with_its_exit_code(ray_sched) -> None:
     app = specs.AppDef("fails", roles=[role("trainer", 'if [ "$0" = 1 ]; then exit 3; fi; sleep 30', replicas=2)])
     app_id = submit(ray_sched, app)

@@ -15,6 +15,8 @@ and then:
    sets ``TORCHSPEC_RANK0_HOST`` to the node address of the role's replica
    0 (127.0.0.1 on that node itself), and runs the replica's command there as a child process, whose lines
    the actor tags with the replica, the stream and the time;
+   sets every role's ``TORCHSPEC_HOSTS_<ROLE>`` to its replicas' node addresses, and starts a
+   role with ``depends_on`` only once the roles it waits for finished (every replica exited 0) or run;
 4. restarts replicas as their role's retry policy says (REPLICA: the one,
    ROLE: the role's, APPLICATION: all), each attempt a new actor in the
    same bundle (so on the same node);
@@ -46,6 +48,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from torchspec.schedulers.order import never_started, startable
 from torchspec.schedulers.ray.cleanup import remove_groups
 from torchspec.schedulers.ray.placement import never_fits
 from torchspec.schedulers.ray.states import (
@@ -293,6 +296,10 @@ class Driver:
         #: the secrets' values by carrier, as the job's runtime_env carried them (translate.RayJobRequest.submit_kwargs)
         self.carried: Dict[str, Any] = json.loads(base64.b64decode(os.environ.get(ENV_SECRETS) or "e30="))
         self.rank0: Dict[Key, str] = {}
+        #: every role's TORCHSPEC_HOSTS_<ROLE>, known once the groups are placed
+        self.hosts: Dict[str, str] = {}
+        #: the roles (by index) that wait for others before they start
+        self.waiting: Set[int] = self.initially_waiting()
         #: the node (id, address) each replica's bundle is on
         self.node_of: Dict[Key, Tuple[str, str]] = {}
         #: attempts (``role/k#n``) whose end mark was printed, and those whose mark reached the job's log
@@ -369,6 +376,12 @@ class Driver:
                 self.node_of[(role_index, k)] = (nodes.get(k) or "", addresses.get(nodes.get(k), ""))
                 same = nodes.get(k) == nodes.get(0)
                 self.rank0[(role_index, k)] = LOOPBACK if same else addresses.get(nodes.get(0), "")
+        self.set_hosts()
+
+    def set_hosts(self) -> None:
+        """Every role's ``TORCHSPEC_HOSTS_<ROLE>``: its replicas' node addresses (:attr:`node_of`), in order."""
+        self.hosts = {role["hosts_env"]: ",".join(self.node_of[(r, k)][1] for k in range(len(role["replicas"])))
+                      for r, role in enumerate(self.roles) if role.get("hosts_env")}
 
     # -- replicas --------------------------------------------------------------------
 
@@ -398,7 +411,7 @@ class Driver:
         for key in keys:
             replica = self.roles[key[0]]["replicas"][key[1]]
             secret_env, mounts = secrets_of(replica, self.carried)
-            env = {**replica["env"], **secret_env, ENV_RANK0_HOST: self.rank0[key]}
+            env = {**replica["env"], **secret_env, **self.hosts, ENV_RANK0_HOST: self.rank0[key]}
             self.running[self.actors[key].run.remote(replica["args"], env, mounts)] = key
             self.codes[key] = None
 
@@ -483,16 +496,42 @@ class Driver:
             if self.app_restarts >= limit:
                 return None
             self.app_restarts += 1
+            self.waiting = self.initially_waiting()  # the whole app starts again, in its order
             keys = [(r, k) for r, other in enumerate(self.roles) for k in range(len(other["replicas"]))]
         say(f"{self.who(key)} exited with code {code}; restarting {len(keys)} replica(s) ({policy} retry)")
         self.stop([k for k in keys if k != key])
         return keys
 
+    def initially_waiting(self) -> Set[int]:
+        return {r for r, role in enumerate(self.roles) if role.get("depends_on")}
+
+    def start_waiting(self) -> bool:
+        """Start the replicas of each waiting role whose dependencies are met now; whether any started."""
+        def state(key: Key) -> str:
+            return "RUNNING" if key in self.actors else "SUCCEEDED" if self.codes.get(key) == 0 else "PENDING"
+
+        states = {role["role"]: [state((r, k)) for k in range(len(role["replicas"]))]
+                  for r, role in enumerate(self.roles)}
+        names = startable([self.roles[r]["role"] for r in sorted(self.waiting)], self.depends_on, states)
+        ready = [r for r in sorted(self.waiting) if self.roles[r]["role"] in names]
+        for r in ready:
+            self.waiting.discard(r)
+            say(f"role {self.roles[r]['role']}: starts now (after "
+                + ", ".join(f"{d} {w}" for d, w in self.roles[r]["depends_on"]) + ")")
+            self.start([(r, k) for k in range(len(self.roles[r]["replicas"]))])
+        return bool(ready)
+
+    @property
+    def depends_on(self) -> Dict[str, List[List[str]]]:
+        return {role["role"]: role.get("depends_on") or [] for role in self.roles}
+
     def run(self) -> int:
         """Run the app to its end; the driver's exit code."""
-        self.start([(r, k) for r, role in enumerate(self.roles) for k in range(len(role["replicas"]))])
+        self.start([(r, k) for r, role in enumerate(self.roles) for k in range(len(role["replicas"]))
+                    if r not in self.waiting])
         say(f"started {len(self.actors)} replica(s)")
-        while self.running:
+        self.start_waiting()
+        while self.running or (self.waiting and self.start_waiting()):
             ready, _ = self.ray.wait(list(self.running), num_returns=1, timeout=WAIT_SLICE_S)
             check_stop()
             for ref in ready:
@@ -508,7 +547,8 @@ class Driver:
                     self.note_ended()
                     self.stop(list(self.actors))
                     return self.finish("FAILED", key, code)
-                self.start(again)
+                self.start([k for k in again if k[0] not in self.waiting])
+            self.start_waiting()
         return self.finish("SUCCEEDED", None, 0)
 
     def note_ended(self) -> None:
@@ -527,6 +567,9 @@ class Driver:
                    "replicas": replicas}
         if failed in self.reasons:
             summary["reason"] = self.reasons[failed]
+        if self.waiting and state == "FAILED":
+            summary["never_started"] = never_started([self.roles[r]["role"] for r in sorted(self.waiting)],
+                                                     self.depends_on).lstrip("; ")
         self.end(summary)
         return code if 0 <= code < 256 else 1
 

@@ -142,10 +142,11 @@ def _message(state: AppState, running_job: bool, job: Any, summary: Optional[Dic
         return summary["driver_lost"]
     if summary and summary.get("unschedulable"):
         return f"the app cannot be placed: {summary['unschedulable']}"
+    later = f"; {summary['never_started']}" if summary and summary.get("never_started") else ""
     if summary and summary.get("failed") and summary.get("reason"):
-        return f"{summary['failed']} failed: {summary['reason']}"
+        return f"{summary['failed']} failed: {summary['reason']}{later}"
     if summary and summary.get("failed"):
-        return f"{summary['failed']} exited with code {summary.get('exit_code')}"
+        return f"{summary['failed']} exited with code {summary.get('exit_code')}{later}"
     code = getattr(job, "driver_exit_code", None)
     # without a summary the driver itself died: a signal shows as -N, or 128+N from the shell Ray runs it in
     died = -code if isinstance(code, int) and code < 0 else code - 128 if isinstance(code, int) and code > 128 else 0

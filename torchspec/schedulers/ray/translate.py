@@ -38,6 +38,7 @@ from torchspec.schedulers.ray.states import (
     is_role_name,
 )
 from torchspec.schedulers.replicas import ENV_RANK0_HOST, check_role_names, replica_env
+from torchspec.specs.api import role_hosts_env
 from torchspec.specs import AppDef, RetryPolicy, Role, macros
 
 #: Stands for the submission id (the ``${app_id}`` of every replica) until ``schedule`` picks it.
@@ -78,6 +79,11 @@ class RolePlan:
     replicas: List[ReplicaPlan] = field(default_factory=list)
     #: resource capabilities and devices that are no Ray resource (not numbers), shown in the dry run
     ignored: List[str] = field(default_factory=list)
+    #: the role's depends_on, ``[[ROLE, finished|ready], ...]``: the driver starts it once those roles finished
+    #: or run (schedulers/order.py)
+    depends_on: List[List[str]] = field(default_factory=list)
+    #: the variable holding the role's hosts (``TORCHSPEC_HOSTS_<ROLE>``), which the driver sets in every replica
+    hosts_env: str = ""
 
 
 @dataclass
@@ -153,6 +159,9 @@ def _role_data(plan: RolePlan) -> Dict[str, Any]:
     }
     if plan.ignored:
         data["ignored"] = list(plan.ignored)
+    if plan.depends_on:
+        data["depends_on"] = [list(d) for d in plan.depends_on]
+    data["hosts_env"] = plan.hosts_env
     return data
 
 
@@ -212,7 +221,8 @@ def role_to_plan(role: Role, strategy: str, role_index: int = 0) -> RolePlan:
         replicas.append(ReplicaPlan(replica_id=k, args=[filled.entrypoint, *filled.args], env=env,
                                     secrets=role_secrets(role, role_index)))
     return RolePlan(role=role.name, strategy=strategy, bundle=bundle, retry_policy=RetryPolicy(role.retry_policy).value,
-                    max_retries=max(0, int(role.max_retries or 0)), replicas=replicas, ignored=ignored)
+                    max_retries=max(0, int(role.max_retries or 0)), replicas=replicas, ignored=ignored,
+                    depends_on=[[d.role, d.when] for d in role.depends_on], hosts_env=role_hosts_env(role.name))
 
 
 def role_secrets(role: Role, role_index: int) -> List[Dict[str, str]]:
@@ -224,6 +234,14 @@ def role_secrets(role: Role, role_index: int) -> List[Dict[str, str]]:
 def rank0_shown(role: str) -> str:
     """What the plan holds for ``TORCHSPEC_RANK0_HOST`` until the driver sets it."""
     return f"<node address of {role}/0, set by the driver>"
+
+
+def add_hosts_shown(plans: List[RolePlan]) -> None:
+    """Every replica's ``TORCHSPEC_HOSTS_<ROLE>`` of every role, as the plan holds them until the driver sets them
+    (the nodes' addresses are known once the placement groups are placed)."""
+    shown = {p.hosts_env: f"<node addresses of {p.role}'s replicas, set by the driver>" for p in plans}
+    for replica in (r for p in plans for r in p.replicas):
+        replica.env.update(shown)
 
 
 def app_to_request(app: AppDef, address: str, strategy: str, runtime_env: Mapping[str, Any],
@@ -245,6 +263,7 @@ def app_to_request(app: AppDef, address: str, strategy: str, runtime_env: Mappin
         roles=[role_to_plan(role, strategy, r) for r, role in enumerate(app.roles)],
         placement_timeout=placement_timeout,
     )
+    add_hosts_shown(request.roles)
     check_env_names(app, {plan.role: set(plan.replicas[0].env) for plan in request.roles if plan.replicas})
     return request
 
