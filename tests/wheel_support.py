@@ -140,6 +140,8 @@ def closure(requirements: Iterable[str], extras: Iterable[str] = ()) -> List[imp
             pytest.fail(f"{req.name} ({text}) is not installed here, so the wheel's environment cannot be made "
                         "offline: pip install -e '.[test]'")
         assert dist.version in req.specifier or not req.specifier, f"{req.name} {dist.version} does not meet {text}"
+        assert dist.files, (f"{req.name} is installed without a list of its files (RECORD: an OS package?), so it "
+                            f"cannot be carried into a venv: pip install --force-reinstall '{text}'")
         found[key] = dist
         todo.extend((sub, set(req.extras)) for sub in dist.requires or [])
     return sorted(found.values(), key=lambda d: canonicalize_name(d.metadata["Name"]))
