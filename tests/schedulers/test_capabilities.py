@@ -102,6 +102,24 @@ def test_other_capabilities_are_refused_by_name_and_allowed_once_declared(capabi
         assert runner.scheduler_supports("bare", capability)
 
 
+def test_depends_on_is_refused_at_its_place_by_a_scheduler_without_role_order() -> None:
+    """A plug-in that does not declare ROLE_ORDER would start every role at once: the dry run refuses it."""
+    from torchspec.errors import AppRefusedError
+
+    app = specs.AppDef("a", [specs.Role("download", "img", "x"),
+                             specs.Role("train", "img", "x", depends_on=[specs.RoleDependency("download")])])
+    with pytest.raises(AppRefusedError) as raised:
+        Bare().submit_dryrun(app, {})
+    assert raised.value.problems == ((("roles", 1, "depends_on"), "role 'train' has depends_on, but the bare"
+                                      " scheduler starts every role at once"),)
+    assert "`torchspec schedulers` lists them" in (raised.value.hint or "")
+
+    class Declared(Bare):
+        capabilities = frozenset({Capability.ROLE_ORDER})
+
+    assert Declared().submit_dryrun(app, {}).request is not None  # declared: the backend's to honour
+
+
 def test_a_backend_written_before_capabilities_keeps_what_it_implements() -> None:
     """Inferred: LABELS from keeps_labels, WORKSPACE from build_workspace_and_update_role, LOGS and DELETE
     from overriding log_iter and delete; what cannot be inferred (following, a window, streams) is not."""
@@ -134,7 +152,7 @@ def test_every_builtin_backend_declares_its_capabilities_and_they_hold() -> None
         LocalScheduler: {Capability.WORKSPACE},
         DockerScheduler: set(),
         KubernetesScheduler: {Capability.WORKSPACE, Capability.LOG_STREAMS},
-        SlurmScheduler: {Capability.WORKSPACE},
+        SlurmScheduler: {Capability.WORKSPACE, Capability.ROLE_ORDER},
         RayScheduler: {Capability.WORKSPACE, Capability.LABELS},
     }
     for cls, lacks in everything_but.items():

@@ -57,6 +57,9 @@ class Capability(str, Enum):
     WORKSPACE = "workspace"
     #: ``list`` and ``describe`` give back each app's labels (its ``AppDef.metadata``); ``apply`` needs it
     LABELS = "labels"
+    #: a role's ``depends_on`` is kept: it starts after the roles it names finished or run (or, where one
+    #: of its modes cannot, the scheduler refuses the app saying why); without it, such an app is refused
+    ROLE_ORDER = "role_order"
 
     @property
     def doing(self) -> str:
@@ -72,6 +75,7 @@ _DOING = {
     Capability.DELETE: "delete apps (delete)",
     Capability.WORKSPACE: "build a workspace into an image (--workspace)",
     Capability.LABELS: "keep an app's labels (apply, list -l, list --show-labels)",
+    Capability.ROLE_ORDER: "start a role after another (depends_on)",
 }
 
 
@@ -216,6 +220,8 @@ class Scheduler(abc.ABC, Generic[T]):
     #: how this scheduler comes to forget an app it ran (``status`` of it is then an unknown app): the
     #: CLI's hint says so; None where it only forgets apps deleted on purpose
     unknown_app_hint: Optional[str] = None
+    #: what to do instead where this scheduler lacks :attr:`Capability.ROLE_ORDER` (its refusal's hint)
+    role_order_hint: Optional[str] = None
 
     def __init__(self, backend: str, session_name: str) -> None:
         self.backend = backend
@@ -328,12 +334,26 @@ class Scheduler(abc.ABC, Generic[T]):
         ``app.roles`` order, and the app and cfg are attached for the runner.
         """
         resolved_cfg: Any = self.run_opts().resolve(cfg)  # type: ignore[arg-type]
+        self._refuse_role_order(app)
         dryrun_info = self._submit_dryrun(app, resolved_cfg)
         for role in app.roles:
             dryrun_info = role.pre_proc(self.backend, dryrun_info)
         dryrun_info._app = app
         dryrun_info._cfg = resolved_cfg
         return dryrun_info
+
+    def _refuse_role_order(self, app: AppDef) -> None:
+        """Refuse ``depends_on`` on a scheduler that does not declare :attr:`Capability.ROLE_ORDER` (a plug-in
+        written before it existed, say): it would start every role at once, breaking the spec's promise."""
+        if self.supports(Capability.ROLE_ORDER):
+            return
+        problems = [(("roles", i, "depends_on"), f"role {r.name!r} has depends_on, but the {self.backend} scheduler"
+                     " starts every role at once") for i, r in enumerate(app.roles) if r.depends_on]
+        if problems:
+            raise AppRefusedError("; ".join(m for _, m in problems), self.role_order_hint or "drop depends_on and"
+                                  " have the role wait itself (for a file, or a port of $TORCHSPEC_HOSTS_<ROLE>),"
+                                  " or use a scheduler that keeps the order (`torchspec schedulers` lists them)",
+                                  problems=problems)
 
     @abc.abstractmethod
     def _submit_dryrun(self, app: AppDef, cfg: T) -> AppDryRunInfo[Any]:

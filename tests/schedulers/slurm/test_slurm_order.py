@@ -1,6 +1,7 @@
 """The slurm scheduler and roles that find each other or wait for each other: every replica's
 ``TORCHSPEC_HOSTS_<ROLE>`` (computed by the batch script once Slurm has allocated the nodes; the bash tried here),
-and the refusal of ``depends_on`` (one het job starts every role at once), at its place."""
+and the refusal of ``depends_on`` (one het job starts every role at once: no Capability.ROLE_ORDER), at its
+place."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import pytest
 
 from torchspec import specs
 from torchspec.errors import AppRefusedError
+from torchspec.schedulers.api import Capability
+from torchspec.schedulers.slurm.scheduler import SlurmScheduler
 from torchspec.schedulers.slurm.options import slurm_run_opts
 from torchspec.schedulers.slurm.translate import _FUNCTIONS, app_to_request
 
@@ -60,8 +63,11 @@ def test_hosts_of_names_the_first_nodes_hosts(n: str, nodes: list, hosts: str) -
 def test_depends_on_is_refused_at_its_place_with_the_way_around() -> None:
     app = specs.AppDef("ordered", [role("/img", "download"),
                                    role("/img", "trainer", 1, specs.RoleDependency("download"))])
+    sched = SlurmScheduler("test")
+    assert not sched.supports(Capability.ROLE_ORDER)
     with pytest.raises(AppRefusedError) as raised:
-        script(app)
-    assert raised.value.problems == ((("roles", 1, "depends_on"), "role 'trainer' has depends_on, but one Slurm job"
-                                      " runs every role at once (a het job: one allocation)"),)
+        sched.submit_dryrun(app, {})
+    assert raised.value.problems == ((("roles", 1, "depends_on"), "role 'trainer' has depends_on, but the slurm"
+                                      " scheduler starts every role at once"),)
+    assert "a het job: one allocation" in (raised.value.hint or "")
     assert "--dependency=afterok:JOBID" in (raised.value.hint or "")

@@ -110,7 +110,7 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
     points it at the terminal, the library default logs at INFO.
     """
 
-    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.WORKSPACE, Capability.LABELS})
+    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.WORKSPACE, Capability.LABELS, Capability.ROLE_ORDER})
     keeps_labels = True  # as a container label
 
     def __init__(self, session_name: str, client: Optional["docker.DockerClient"] = None,

@@ -66,7 +66,7 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
     A context or namespace in an app id (:class:`AppRef`) wins over both.
     """
 
-    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.DELETE, Capability.LABELS})
+    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.DELETE, Capability.LABELS, Capability.ROLE_ORDER})
     keeps_labels = True  # as an annotation of the app's objects
 
     def __init__(self, session_name: str, client: Optional["kubernetes.client.ApiClient"] = None,

@@ -111,7 +111,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
     submitting process exits, which is the point.
     """
 
-    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.LABELS})
+    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.LABELS, Capability.ROLE_ORDER})
     keeps_labels = True  # in state.json
 
     def __init__(self, session_name: str, state_dir: Optional[str] = None) -> None:

@@ -44,7 +44,7 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
 
     # no LABELS: a job's metadata holds torchspec's keys and the metadata run option, not the app's labels
     capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS,
-                              Capability.DELETE})
+                              Capability.DELETE, Capability.ROLE_ORDER})
     unknown_app_hint = ("a Ray head that restarted forgets every job (unless the cluster has GCS fault"
                         " tolerance), and its apps stopped with it")
 

@@ -61,7 +61,7 @@ from torchspec.schedulers.slurm.query import (
     view_from_scontrol,
 )
 from torchspec.schedulers.slurm.states import TERMINAL, is_job_id
-from torchspec.schedulers.slurm.translate import SlurmBatchRequest, app_to_request
+from torchspec.schedulers.slurm.translate import ORDER_HINT, SlurmBatchRequest, app_to_request
 from torchspec.specs import (
     NONE,
     AppDef,
@@ -88,6 +88,7 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
     """Submits each app as one (heterogeneous) batch job with ``sbatch`` and asks ``scontrol`` about it."""
 
     capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.LABELS})
+    role_order_hint = ORDER_HINT
     keeps_labels = True  # in the job's comment (and its spec.json)
 
     def __init__(self, session_name: str, request_timeout: Optional[float] = None) -> None:

@@ -403,8 +403,10 @@ def _replica_lines(c: SlurmComponent, r: SlurmReplica) -> List[str]:
 # ----------------------------------------------------------------------------
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ORDER_HINT = ("submit the role it waits for as an app of its own, then this one without it and with"
-               " -c sbatch_args='--dependency=afterok:JOBID' (finished) or after:JOBID (started)")
+#: Why ``depends_on`` is refused (Capability.ROLE_ORDER), and the way around it.
+ORDER_HINT = ("one Slurm job (a het job: one allocation) starts every role at once; submit the role it waits for as"
+              " an app of its own, then this one without it and with -c sbatch_args='--dependency=afterok:JOBID'"
+              " (finished) or after:JOBID (started)")
 #: Characters the job's name keeps; any other becomes ``-``.
 _JOB_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -671,10 +673,6 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], cwd: str,
     pass-through flags are checked against and which says whether srun has pyxis."""
     check_role_names(app)  # a role's name names its replicas' log folders
     check_slurm_keys(app)
-    ordered = [(("roles", i, "depends_on"), f"role {r.name!r} has depends_on, but one Slurm job runs every role at"
-                " once (a het job: one allocation)") for i, r in enumerate(app.roles) if r.depends_on]
-    if ordered:
-        raise AppRefusedError("; ".join(m for _, m in ordered), _ORDER_HINT, problems=ordered)
     refuse_kubernetes_only(app, "slurm", mounts=True)
     log_root = _log_root(cfg)
     nodelists = _nodelists(app, cfg)
