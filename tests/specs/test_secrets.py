@@ -14,9 +14,10 @@ from torchspec.specs.secrets import SecretRef
 
 
 def test_role_calls_written_for_torchx_still_work() -> None:
-    """``secrets`` comes after every TorchX field, so positional and keyword calls are unchanged."""
+    """``secrets`` (and ``depends_on``) come after every TorchX field, so positional and keyword calls are
+    unchanged."""
     names = [f.name for f in dataclasses.fields(specs.Role)]
-    assert names[-1] == "secrets" and names[:-1][-1] == "overrides"
+    assert names[names.index("overrides"):] == ["overrides", "secrets", "depends_on"]
     role = specs.Role("trainer", "img", None, None, "python", ["a"], {"K": "v"}, 2)
     assert role.secrets == [] and role.num_replicas == 2 and role.env == {"K": "v"}
 
