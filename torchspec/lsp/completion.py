@@ -8,6 +8,7 @@ from typing import Any, Iterable
 
 from lsprotocol import types
 
+from torchspec.loader.rules import HOSTS_MACRO
 from torchspec.lsp import knowledge
 from torchspec.lsp.context import Context, context_at, sibling_keys
 from torchspec.lsp.convert import Units, span
@@ -42,8 +43,13 @@ def markdown(text: str | None) -> types.MarkupContent | None:
 
 
 def _macros(close: bool) -> list[types.CompletionItem]:
-    return [types.CompletionItem(label=name, kind=_KIND.Constant, detail=f"${{{name}}} runtime macro",
-                                 documentation=markdown(doc), insert_text=name + ("}" if close else ""))
+    """Every runtime macro; ``hosts_env`` takes a role's name after ``:``, left for the user to type."""
+    def written(name: str) -> str:
+        return f"{name}:ROLE" if name == HOSTS_MACRO[:-1] else name
+
+    return [types.CompletionItem(label=name, kind=_KIND.Constant, detail=f"${{{written(name)}}} runtime macro",
+                                 documentation=markdown(doc),
+                                 insert_text=HOSTS_MACRO if name == HOSTS_MACRO[:-1] else name + ("}" if close else ""))
             for name, doc in knowledge.runtime_macros().items()]
 
 
