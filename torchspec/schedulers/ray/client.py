@@ -1,22 +1,37 @@
 """Talking to a Ray cluster's dashboard: the Job Submission API and the State API, over HTTP.
 
+Reading, stopping and deleting jobs and listing actors, nodes and placement
+groups are plain REST requests (:meth:`RayCluster.rest`) to the routes Ray's
+own SDK calls (``/api/jobs/...``, the Jobs REST API Ray documents, and
+``/api/v0/...``, the State API's): importing Ray's SDK costs about two CPU
+seconds, which every ``status``, ``wait``, ``cancel``, ``list`` and ``logs``
+would pay, and CI jobs run many.  Submitting (which packs and uploads the
+working directory) and following a log (a websocket) go through Ray's
+``JobSubmissionClient``, as does everything where Ray's token authentication
+is on (``RAY_AUTH_MODE=token``), whose headers the SDK knows how to make.
+
 ``ray`` is imported here, inside the functions, and nowhere else on the
 client side: dry runs, lint and the CLI's help never pay for it.  Every
 failure to reach the dashboard becomes a :class:`~torchspec.errors.BackendError`
 (exit code 6) naming the address.  Ray's job client sends its requests with
 no timeout at all: :func:`_timed_client` bounds each by the request timeout
-(:mod:`torchspec.schedulers.request_timeout`), so a dashboard that accepts and
-never answers is a :class:`~torchspec.errors.RequestTimeoutError`, not a hang.
+(:mod:`torchspec.schedulers.request_timeout`), as :meth:`RayCluster.rest`
+bounds its own, so a dashboard that accepts and never answers is a
+:class:`~torchspec.errors.RequestTimeoutError`, not a hang.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
+import urllib.error
+import urllib.parse
+import urllib.request
 import warnings
-from typing import Any, Dict, Iterable, Iterator, List, Optional
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from torchspec.errors import BackendError, MissingExtraError
 from torchspec.schedulers.request_timeout import DEFAULT_S, is_timeout, timed_out
@@ -60,6 +75,30 @@ def _quiet() -> Iterator[None]:
 def _ray_missing(e: ImportError) -> MissingExtraError:
     return MissingExtraError(f"the ray scheduler needs Ray's job submission client, which is not installed ({e})",
                              "ray", "or 'ray[default]'")
+
+
+#: the SDK methods :meth:`RayCluster.call` sends as REST requests: (HTTP method, path), ``{}`` the job's id
+REST_CALLS: Dict[str, Tuple[str, str]] = {
+    "get_job_info": ("GET", "/api/jobs/{}"),
+    "get_job_status": ("GET", "/api/jobs/{}"),
+    "list_jobs": ("GET", "/api/jobs/"),
+    "get_job_logs": ("GET", "/api/jobs/{}/logs"),
+    "stop_job": ("POST", "/api/jobs/{}/stop"),
+    "delete_job": ("DELETE", "/api/jobs/{}"),
+}
+
+
+class Reply(Dict[str, Any]):
+    """A JSON object of the dashboard's, read by attribute as the SDK's ``JobDetails`` and state objects are;
+    a field the answer lacks reads None, as the SDK's defaults do."""
+
+    def __getattr__(self, name: str) -> Any:
+        return self.get(name)
+
+
+def _sdk_only() -> bool:
+    """Whether Ray's token authentication is on, whose headers only Ray's SDK makes."""
+    return os.environ.get("RAY_AUTH_MODE", "").strip().lower() == "token"
 
 
 _TIMED_CLIENT: Any = None
@@ -119,8 +158,36 @@ class RayCluster:
                 raise (self.timed_out("connecting") if is_timeout(e) else self.unreachable(e)) from None
         return self._client
 
+    def rest(self, method: str, path: str, params: Optional[Dict[str, Any]] = None) -> Any:
+        """The JSON answer of one request to the dashboard, bounded by :attr:`timeout`.  Nothing answering is a
+        BackendError, no answer in time a RequestTimeoutError; an HTTP error is the RuntimeError Ray's SDK
+        raises for it (``Request failed with status code 404: ...``), so callers handle both alike."""
+        query = f"?{urllib.parse.urlencode(params, doseq=True)}" if params else ""
+        request = urllib.request.Request(self.url + path + query, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+                body = answer.read()
+        except urllib.error.HTTPError as e:
+            text = e.read().decode("utf-8", "replace")
+            raise RuntimeError(f"Request failed with status code {e.code}: {text}.") from None
+        except OSError as e:  # URLError, a refused or reset connection, a timeout
+            raise (self.timed_out(path) if is_timeout(e) else self.unreachable(e)) from None
+        try:
+            return json.loads(body, object_hook=Reply)
+        except ValueError:
+            raise BackendError(f"the Ray dashboard at {self.url} answered {path} with something other than JSON:"
+                               f" {body[:200]!r}") from None
+
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``JobSubmissionClient.method(...)``; a dashboard gone away is a BackendError."""
+        """``JobSubmissionClient.method(...)`` (as a REST request where :data:`REST_CALLS` has it); a dashboard
+        gone away is a BackendError."""
+        if method in REST_CALLS and not _sdk_only():
+            verb, path = REST_CALLS[method]
+            answer = self.rest(verb, path.format(urllib.parse.quote(str(args[0]), safe="")) if args else path)
+            return {"get_job_status": lambda: answer.status, "get_job_logs": lambda: answer.logs,
+                    "stop_job": lambda: answer.stopped, "delete_job": lambda: answer.deleted}.get(
+                        method, lambda: answer)()
         jobs = self.jobs
         try:
             with _quiet():
@@ -141,7 +208,21 @@ class RayCluster:
                 return None
             raise BackendError(f"cannot read job {submission_id} at {self.url}: {e}") from None
 
-    def _state(self, what: str, **kwargs: Any) -> List[Any]:
+    def _state(self, what: str, filters: Iterable[Tuple[str, str, str]] = (), limit: int = 10000) -> List[Any]:
+        """``ray.util.state.<what>`` (``list_actors``...), as the REST request it sends; partial answers are
+        taken as they are (``raise_on_missing_output=False``)."""
+        if _sdk_only():
+            return self._state_sdk(what, filters=list(filters), limit=limit)
+        found = list(filters)
+        params = {"limit": limit, "timeout": max(1, round(self.timeout)), "detail": "false",
+                  "filter_keys": [f[0] for f in found], "filter_predicates": [f[1] for f in found],
+                  "filter_values": [f[2] for f in found]}
+        answer = self.rest("GET", f"/api/v0/{what[len('list_'):]}", params)
+        if answer.get("result") is False:
+            raise BackendError(f"the Ray dashboard at {self.url} did not answer {what}: {answer.get('msg')}")
+        return list(answer["data"]["result"]["result"])
+
+    def _state_sdk(self, what: str, **kwargs: Any) -> List[Any]:
         self.jobs  # noqa: B018 - connecting first makes a missing cluster one clear error
         try:
             from ray.util import state
