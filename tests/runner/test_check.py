@@ -266,14 +266,14 @@ def test_docker_refuses_roles_sharing_container_names(tmp_path) -> None:
       - name: a_b
         image: img
         entrypoint: python
-      - name: a-b
+      - name: a__b
         image: img
         entrypoint: python
     """
     result, path = lint(tmp_path, text, scheduler="docker")
     d, = result.diagnostics
     assert (d.code, d.severity, d.path) == ("TS601", "error", "roles[1]")
-    assert d.line == line_of(path, "name: a-b") and "docker" in d.message and "a_b" in d.message
+    assert d.line == line_of(path, "name: a__b") and "docker" in d.message and "'a_b'" in d.message
     assert lint(tmp_path, text)[0].diagnostics == []  # only the scheduler check finds it
 
 
@@ -353,7 +353,7 @@ NEEDS_PARAMS = """\
     name: p
     params: {n: {type: integer}}
     roles: [{name: a_b, image: i, entrypoint: e, num_replicas: "{{ n }}"},
-            {name: a-b, image: i, entrypoint: e}]
+            {name: a__b, image: i, entrypoint: e}]
     """
 
 
@@ -372,13 +372,13 @@ def test_documents_needing_params_are_skipped_unless_given(tmp_path) -> None:
 
 def test_files_with_errors_are_not_dry_run(tmp_path) -> None:
     result, _ = lint(tmp_path, "name: x\nroles: [{name: a_b, image: i, entrypoint: e, num_replica: 2},"
-                               " {name: a-b, image: i, entrypoint: e}]\n", scheduler="docker")
+                               " {name: a__b, image: i, entrypoint: e}]\n", scheduler="docker")
     assert [d.code for d in result.diagnostics] == ["TS202"]
 
 
 def test_select_and_ignore_apply(tmp_path) -> None:
     text = "name: x\nparams: {u: {type: string, default: a}}\n" \
-           "roles: [{name: a_b, image: i, entrypoint: e}, {name: a-b, image: i, entrypoint: e}]\n"
+           "roles: [{name: a_b, image: i, entrypoint: e}, {name: a__b, image: i, entrypoint: e}]\n"
 
     def codes(**options: Any) -> list[str]:
         return [d.code for d in lint(tmp_path, text, scheduler="docker", **options)[0].diagnostics]
@@ -448,7 +448,7 @@ def test_cli_usage_errors_exit_2() -> None:
 @pytest.fixture
 def clash(tmp_path) -> str:
     spec = tmp_path / "clash.yaml"
-    spec.write_text("name: c\nroles:\n  - {name: a_b, image: i, entrypoint: e}\n  - {name: a-b, image: i, entrypoint: e}\n")
+    spec.write_text("name: c\nroles:\n  - {name: a_b, image: i, entrypoint: e}\n  - {name: a__b, image: i, entrypoint: e}\n")
     return str(spec)
 
 
