@@ -111,14 +111,14 @@ BOMBS = [
 @pytest.mark.parametrize("template", BOMBS)
 def test_templates_cannot_build_huge_values(template: str) -> None:
     tracemalloc.start()
-    start = time.monotonic()
+    start = time.process_time()  # the work done: a busy machine (CI's eight workers on two cores) stretches wall time
     try:
         d = first_error(spec_with(template))
     finally:
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     assert d.code == "TS403" and ("too large" in d.message or "more than" in d.message), str(d)
-    assert time.monotonic() - start < 10  # 100,000 items under tracemalloc, on a busy machine
+    assert time.process_time() - start < 10  # 100,000 items under tracemalloc
     assert peak < 120 * 1024 * 1024, f"peak {peak / 2**20:.0f} MiB"
 
 

@@ -17,8 +17,6 @@ from typing import Any, Callable, Iterable, Iterator
 from torchspec import codes
 from torchspec.errors import Diagnostic, did_you_mean, did_you_mean_hint, format_path
 from torchspec.loader.document import Document, Path
-from torchspec.specs.api import HOSTS_CLASH_HINT, hosts_env_clashes
-from torchspec.specs.dependencies import RoleDependency, dependency_problems
 
 __all__ = ["HOSTS_MACRO", "MACROS", "SUBSTITUTED_FIELDS", "Rule", "RULES", "check", "find_macros", "fix_env_name",
            "parse_mount_string", "rule", "secret_problems"]
@@ -223,6 +221,10 @@ def _same_hosts_env(doc: Document) -> Iterator[Diagnostic]:
     """TS503 too: two role names that give one ``TORCHSPEC_HOSTS_<ROLE>`` (``a-b``, ``a_b``); one role's hosts
     would be lost, so every scheduler refuses them."""
     named = [(index, role["name"]) for index, role in _roles(doc) if isinstance(role.get("name"), str)]
+    if len(named) < 2:
+        return  # lint of a one-role spec never imports the spec objects (test_lint_start_up_stays_light)
+    from torchspec.specs.api import HOSTS_CLASH_HINT, hosts_env_clashes
+
     for position, message in hosts_env_clashes([name for _, name in named]):
         yield _diag(doc, "TS503", message, ("roles", named[position][0], "name"), HOSTS_CLASH_HINT)
 
@@ -509,6 +511,10 @@ def bad_secret(doc: Document) -> Iterator[Diagnostic]:
 @rule
 def bad_depends_on(doc: Document) -> Iterator[Diagnostic]:
     """TS510: a role waiting for a role the app lacks, for itself, or in a cycle would never start."""
+    if not any(role.get("depends_on") for _, role in _roles(doc)):
+        return  # most specs: lint imports no spec objects for them
+    from torchspec.specs.dependencies import RoleDependency, dependency_problems
+
     roles: list[tuple[str, list[RoleDependency]]] = []
     where: list[int] = []
     for index, role in _roles(doc):
