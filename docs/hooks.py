@@ -83,8 +83,9 @@ def builtin_schedulers() -> Iterator[Tuple[str, Any]]:
     """(name, scheduler) for each scheduler torchspec itself registers, in the registry's order."""
     from torchspec.entry_points import entry_points
     from torchspec.schedulers.registry import GROUP, get_scheduler_factories
+    from torchspec.version import is_own_dist
 
-    builtin = {ep.name for ep in entry_points(GROUP) if ep.dist.lower() == "torchspec"}
+    builtin = {ep.name for ep in entry_points(GROUP) if is_own_dist(ep.dist)}
     for name, factory in get_scheduler_factories().items():
         if name in builtin:
             yield name, factory("docs")

@@ -120,9 +120,10 @@ def test_the_exit_code_reference_has_every_code(site: pathlib.Path) -> None:
 def test_the_run_option_reference_has_every_option_of_every_builtin_scheduler(site: pathlib.Path) -> None:
     from torchspec.entry_points import entry_points
     from torchspec.schedulers.registry import GROUP
+    from torchspec.version import is_own_dist
 
     text = page(site, "reference/run-options")
-    builtin = [ep for ep in entry_points(GROUP) if ep.dist.lower() == "torchspec"]
+    builtin = [ep for ep in entry_points(GROUP) if is_own_dist(ep.dist)]
     assert {"local", "docker", "kubernetes", "slurm", "ray"} <= {ep.name for ep in builtin}
     for ep in builtin:
         scheduler = ep.load()("docs-test")

@@ -20,6 +20,7 @@ from torchspec.schedulers import (
     get_schedulers,
 )
 from torchspec.schedulers.local.scheduler import LocalScheduler
+from torchspec.version import is_own_dist
 
 PLUGIN_MODULE = textwrap.dedent(
     '''
@@ -101,7 +102,7 @@ def test_third_party_backend_plugs_in(plugin_root: Path) -> None:
                                                    "echo": "ts_plugin_echo:create_scheduler"}, "ts_plugin_echo")
     factories = get_scheduler_factories()
     names = list(factories)
-    builtin = [n for n in names if factories[n].entry_point.dist == "torchspec"]  # type: ignore[attr-defined]
+    builtin = [n for n in names if is_own_dist(factories[n].entry_point.dist)]  # type: ignore[attr-defined]
     assert builtin[0] == "local" and {"docker", "kubernetes"} <= set(builtin)  # local, the default, leads
     assert names[len(builtin):][:2] == ["echo", "zecho"]  # built-ins first, then plug-ins by name
     assert get_default_scheduler_name() == "local"
@@ -126,7 +127,7 @@ def test_two_providers_of_one_name_is_an_error_naming_both(plugin_root: Path) ->
         get_scheduler_factories()
     message = str(err.value)
     assert "'local'" in message
-    assert "torchspec (torchspec.schedulers.local:create_scheduler)" in message
+    assert "torchspec-cli (torchspec.schedulers.local:create_scheduler)" in message
     assert "ts-plugin-rogue (ts_plugin_rogue:create_scheduler)" in message
 
 
