@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import logging
 import os
@@ -96,6 +97,18 @@ class Reply(Dict[str, Any]):
         return self.get(name)
 
 
+def _require_ray() -> None:
+    """The REST path needs no Ray, but the ray scheduler does (submit is Ray's SDK): a command run without the
+    ray extra says so up front, whatever it is, rather than work for some commands only.  Looked up, not
+    imported."""
+    try:
+        found = importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError) as e:
+        raise _ray_missing(ImportError(str(e))) from None
+    if not found:
+        raise _ray_missing(ImportError("No module named 'ray'"))
+
+
 def _sdk_only() -> bool:
     """Whether Ray's token authentication is on, whose headers only Ray's SDK makes."""
     return os.environ.get("RAY_AUTH_MODE", "").strip().lower() == "token"
@@ -162,6 +175,7 @@ class RayCluster:
         """The JSON answer of one request to the dashboard, bounded by :attr:`timeout`.  Nothing answering is a
         BackendError, no answer in time a RequestTimeoutError; an HTTP error is the RuntimeError Ray's SDK
         raises for it (``Request failed with status code 404: ...``), so callers handle both alike."""
+        _require_ray()
         query = f"?{urllib.parse.urlencode(params, doseq=True)}" if params else ""
         request = urllib.request.Request(self.url + path + query, method=method,
                                          headers={"Content-Type": "application/json"})
