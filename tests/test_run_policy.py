@@ -64,7 +64,8 @@ def run(tmp_path: pathlib.Path, files: dict, ci: Optional[str]) -> subprocess.Co
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["run_policy"]\n')
-    env = {k: v for k, v in os.environ.items() if k != "CI" and not k.startswith("TORCHSPEC_REQUIRE_")}
+    env = {k: v for k, v in os.environ.items()  # the outer run's PYTEST_ADDOPTS (-v...) would change the output
+           if k not in ("CI", "PYTEST_ADDOPTS") and not k.startswith("TORCHSPEC_REQUIRE_")}
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
     if ci is not None:
         env["CI"] = ci

@@ -83,7 +83,8 @@ def run_suite(tmp_path: pathlib.Path, started: float, budget: str, workers: Opti
               up_rc: Optional[str] = None) -> subprocess.CompletedProcess[str]:
     (tmp_path / "test_small.py").write_text(SUITE)
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["run_policy", "suite_plan"]\n')
-    env = {k: v for k, v in os.environ.items() if k not in ("TORCHSPEC_K8S_UP_RC", suite_plan.K8S_FIRST_ENV)}
+    env = {k: v for k, v in os.environ.items()  # PYTEST_ADDOPTS: the outer run's options are not this suite's
+           if k not in ("TORCHSPEC_K8S_UP_RC", suite_plan.K8S_FIRST_ENV, "PYTEST_ADDOPTS")}
     env.update({suite_plan.STARTED_ENV: str(started), suite_plan.BUDGET_ENV: budget,
                 suite_plan.SETUP_ENV: "setup_python=12 setup_docker=3", "COLUMNS": "250",
                 "PYTHONPATH": os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")]), "WHERE": str(tmp_path)})
