@@ -142,6 +142,10 @@ def test_new_scheduler_writes_a_package_that_imports(base: Venv) -> None:
     assert r.returncode == 0, r.stderr
     package = base.work / "acme"
     assert (package / "pyproject.toml").is_file() and (package / "tests" / "test_acme.py").is_file()
+    # the next step it prints names a spec the package holds: a wheel user has no examples/ of the repository
+    step = r.stdout.strip().splitlines()[-1].split()
+    assert step[:4] == ["torchspec", "submit", "-s", "acme"] and (base.work / step[-1]).is_file(), r.stdout
+    assert base.run("lint", step[-1]).returncode == 0
     # its templates came from the wheel's package data; the package imports against the installed torchspec
     code = "import torchspec_acme; print(torchspec_acme.create_scheduler('s').__class__.__name__)"
     env = {**base.env, "PYTHONPATH": str(package)}

@@ -36,6 +36,6 @@ def scheduler(name: str, dest: str | None) -> int:
         click.echo(f"  {os.path.join(str(folder), relative)}")
     click.echo("next:")
     for step in (f"pip install -e {folder}", f"pytest {os.path.join(str(folder), 'tests')}",
-                 f"torchspec submit -s {name} --wait examples/hello.yaml"):
+                 f"torchspec submit -s {name} --wait {os.path.join(str(folder), 'examples', 'hello.yaml')}"):
         click.echo(f"  {step}")
     return ExitCode.OK
