@@ -102,3 +102,22 @@ def test_the_release_workflow_publishes_a_tag() -> None:
     publish = next(job for job in workflow["jobs"].values()
                    if any("pypa/gh-action-pypi-publish" in str(s.get("uses", "")) for s in job["steps"]))
     assert publish["permissions"]["id-token"] == "write"  # trusted publishing: no token stored
+
+
+def test_every_docs_address_in_a_message_is_a_published_page() -> None:
+    """Messages point wheel users at the published docs (torchspec.version.docs_url), never at docs/ files they
+    do not have: each address the code writes is a page of the site, at a heading the page has."""
+    import re
+
+    from torchspec.version import DOCS_URL, docs_url
+
+    site = (ROOT / "mkdocs.yml").read_text()
+    assert f"site_url: {DOCS_URL}\n" in site
+    sources = "\n".join(p.read_text() for p in (ROOT / "torchspec").rglob("*.py"))
+    pages = set(re.findall(r"docs_url\('([\w/-]+)'(?:, '([\w-]+)')?\)", sources))
+    pages |= {(page, "") for page in re.findall(re.escape(DOCS_URL) + r"([\w/-]+?)/(?=[\s\"')#])", sources)}
+    assert ("security", "") in pages and ("schedulers/kubernetes", "pods") in pages
+    for page, section in pages:
+        text = (ROOT / "docs" / f"{page}.md").read_text()
+        assert not section or re.search(rf"^#+ {section}$", text, re.M | re.I), (page, section)
+    assert docs_url("guides/secrets") == f"{DOCS_URL}guides/secrets/"

@@ -14,6 +14,16 @@ DIST_NAME = "torchspec-cli"
 OWN_DISTS = (DIST_NAME, "torchspec")
 
 
+#: where the documentation is published (mkdocs.yml's ``site_url``): messages point there, not at docs/ files,
+#: which a wheel user does not have
+DOCS_URL = "https://torchspec.dev/"
+
+
+def docs_url(page: str, section: str = "") -> str:
+    """The published address of ``docs/PAGE.md`` (``security``, ``guides/secrets``), at ``section``'s anchor."""
+    return f"{DOCS_URL}{page.strip('/')}/" + (f"#{section}" if section else "")
+
+
 def is_own_dist(name: str) -> bool:
     """Whether the distribution ``name`` (as its metadata spells it) is torchspec itself."""
     return name.lower().replace("_", "-") in OWN_DISTS

@@ -14,7 +14,7 @@ from torchspec.exit_codes import ExitCode
 def lsp(stdio: bool, debounce_ms: int | None) -> int:
     """Run the torchspec language server: live lint, hover, completion, definitions, outline and quick fixes.
 
-    Editors start it themselves (VS Code, Neovim, Helix, Emacs: see docs/guides/editors.md).
+    Editors start it themselves (VS Code, Neovim, Helix, Emacs: see https://torchspec.dev/guides/editors/).
     Needs the lsp extra: pip install 'torchspec-cli[lsp]'.
     """
     try:

@@ -18,6 +18,7 @@ import os
 from typing import Mapping, Protocol
 
 from torchspec.errors import Diagnostic
+from torchspec.version import docs_url
 
 #: Larger files are refused before parsing; real specs are a few KiB.  This also bounds every scalar,
 #: and (with parsers.MAX_ALIAS_CHARS) the text a document can hold.
@@ -153,7 +154,7 @@ def too_large(path: str, max_bytes: int) -> Diagnostic:
     """TS002: the file at ``path`` holds more than ``max_bytes`` bytes; the hint names the limit and its docs."""
     return Diagnostic("TS002", f"the file is larger than the limit of {max_bytes} bytes", file=path,
                       hint=f"spec files are a few KiB; split this one (the limit is {MAX_FILE_BYTES // 1024 // 1024} "
-                           "MiB: see Security, docs/security.md; lint takes --max-file-size BYTES)")
+                           f"MiB: see Security, {docs_url('security')}; lint takes --max-file-size BYTES)")
 
 
 _UTF16_32 = [(b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),

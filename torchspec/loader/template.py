@@ -32,6 +32,7 @@ from torchspec.loader.sandbox import (MAX_OUTPUT, MAX_REPEAT, MAX_TEMPLATE_BYTES
                                       size_of)
 from torchspec.loader.source import FILES, Source
 from torchspec.redaction import ENV_READ, redact_text
+from torchspec.version import docs_url
 
 __all__ = ["ENV_READ", "MAX_DOCUMENT_OUTPUT", "MAX_OUTPUT", "MAX_RENDER_MEMORY", "MAX_REPEAT", "MAX_TEMPLATE_BYTES",
            "RENDER_SECONDS", "Renderer", "RenderError", "is_template", "redact_env"]
@@ -365,7 +366,8 @@ class Renderer:
         return RenderError("TS404", f"{type(e).__name__}: {e}")
 
 
-_SMALL_HINT = (f"templates may build at most {MAX_OUTPUT:,} characters a value (see Security, docs/security.md); "
+_SMALL_HINT = (f"templates may build at most {MAX_OUTPUT:,} characters a value"
+               f" (see Security, {docs_url('security')}); "
                "build less text, or pass big data as a file the job reads")
 
 

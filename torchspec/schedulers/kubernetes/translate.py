@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from torchspec.errors import AppRefusedError
+from torchspec.version import docs_url
 from torchspec.schedulers.api import labels_json, labels_of
 from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Refusal, Version, refuse
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
@@ -158,7 +159,7 @@ def _resources(role: Role) -> Obj:
 
 _ORDER_HINT = ("-c flavor=jobset starts a role after another (JobSet's dependsOn); or drop depends_on and have"
                " the role wait itself, e.g. for a file or a port of $TORCHSPEC_HOSTS_<ROLE>")
-_SPEC_HINT = ("docs/schedulers/kubernetes.md, 'Pods': resources take Kubernetes quantities (500m, 2Gi), Linux"
+_SPEC_HINT = (f"{docs_url('schedulers/kubernetes', 'pods')}: resources take Kubernetes quantities (500m, 2Gi), Linux"
               " capabilities their names (IPC_LOCK), labels keys such as team or example.com/cost-center")
 
 

@@ -35,6 +35,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 
 from torchspec.schedulers.secrets import carrier
 from torchspec.specs import AppDef
+from torchspec.version import docs_url
 
 #: (``e`` or ``m``, the variable or mount folder, the carrier, what a dry run shows) of one secret of a role.
 StepSecret = Tuple[str, str, str, str]
@@ -114,7 +115,8 @@ def script_lines(secrets: Sequence[Sequence[StepSecret]]) -> List[str]:
     if not needed:
         return []
     lines = [
-        "# Secrets (docs/guides/secrets.md): sbatch exported their values from `torchspec submit`'s environment",
+        f"# Secrets ({docs_url('guides/secrets')}): sbatch exported their values from `torchspec submit`'s"
+        " environment",
         "# (never in this text). They stay shell variables here, and each role's steps get only their own.",
         'for TS_V in "${!TORCHSPEC_CARRIED_SECRET_@}"; do export -n "$TS_V"; done',
         "ts_need() {",
