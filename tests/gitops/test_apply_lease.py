@@ -50,9 +50,14 @@ def lease_name(ws: Workspace) -> str:
     return f"torchspec-apply-{ws.scheduler}-{ws.scope}"
 
 
-#: The killed holder's Lease duration: it stays held at least two thirds of it after the kill (8 s), longer than a
-#: new apply takes to start and read it on a loaded machine, so that apply sees it held and waits.
-HOLDER_S = 12
+#: The killed holder's Lease duration: it stays held at least two thirds of it after the kill (20 s), longer than a
+#: new apply takes to start and read it on a loaded machine (12 s was not, under CI's eight workers on two
+#: cores), so that apply sees it held and waits.
+HOLDER_S = 30
+#: The Lease duration where two applies take turns on a real cluster: each holds it through its six submits and
+#: renews it every third of this, which a starved process on a loaded machine can miss at 15 s (the waiting
+#: apply then took the Lease over mid-run, and the first stopped with exit 6).
+TURNS_S = "60"
 
 
 class Holder:
@@ -238,7 +243,8 @@ def test_real_cluster_two_applies_at_once_submit_each_job_once(tmp_path: pathlib
                                                                real_ns: str, scheduler: str) -> None:
     ws = real_ws(tmp_path, k8s_cluster, real_ns, scheduler)
     try:
-        reports = at_once(ws, ws.role, runs=2, jobs=6, extra=LOCK)  # type: ignore[attr-defined]
+        reports = at_once(ws, ws.role, runs=2, jobs=6,  # type: ignore[attr-defined]
+                          extra=(*LOCK, "--lock-duration", TURNS_S))
     finally:
         ws.cancel_all()
     assert sorted(r["summary"]["done"] for r in reports) == [0, 6]
