@@ -169,11 +169,11 @@ def test_the_lease_of_another_scheduler_lives_in_the_kubeconfig_namespace(tmp_pa
 def test_the_config_can_choose_the_lease(ws: Workspace, apiserver: Any) -> None:
     ws.write("jobs/a.json", "a", [kube_role("main", 1)])
     config = ws.root / ".torchspec.toml"
-    config.write_text('[apply]\nlock = "kubernetes"\nlock_duration = 5\n')
+    config.write_text('[apply]\nlock = "kubernetes"\nlock_duration = 40\n')
     assert ws.apply()["by_id"]["jobs/a.json"]["status"] == "done"
-    assert stored_lease(apiserver, ws)["spec"]["leaseDurationSeconds"] == 5  # type: ignore[index]
-    ws.apply("--lock-duration", "7")
-    assert stored_lease(apiserver, ws)["spec"]["leaseDurationSeconds"] == 7  # type: ignore[index]
+    assert stored_lease(apiserver, ws)["spec"]["leaseDurationSeconds"] == 40  # type: ignore[index]
+    ws.apply("--lock-duration", "45")  # long: a starved run on a loaded machine still renews in time
+    assert stored_lease(apiserver, ws)["spec"]["leaseDurationSeconds"] == 45  # type: ignore[index]
     version = stored_lease(apiserver, ws)["metadata"]["resourceVersion"]  # type: ignore[index]
     assert ws.apply("--lock-file", str(ws.root.parent / "a.lock"))["summary"]["done"] == 0  # a file: not the Lease
     assert stored_lease(apiserver, ws)["metadata"]["resourceVersion"] == version  # type: ignore[index]
