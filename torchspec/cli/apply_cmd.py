@@ -38,7 +38,7 @@ _LOCKS = ("file", "kubernetes")  # torchspec.gitops.lock.LOCKS
               help="How long to wait for another apply holding the lock (default: [apply] lock_timeout, else 600).")
 @click.option("--lock-duration", type=click.IntRange(min=1), metavar="SECONDS",
               help="--lock kubernetes: how long the Lease lasts unless renewed (every third of it, while apply "
-                   "runs); a run that dies holds it that long (default: [apply] lock_duration, else 15).")
+                   "runs); a run that dies holds it that long (default: [apply] lock_duration, else 60).")
 @output_option(_FORMATS, "text (coloured on a terminal), markdown (a pull-request comment) or json.",
                legacy_format=("--format",))
 def apply(paths: tuple[str, ...], scheduler: str | None, cfg: str | None, params: tuple[str, ...],

@@ -73,7 +73,7 @@ class ApplyOptions:
     lock_file: str | None = None
     lock_timeout: float = 600.0
     #: "kubernetes": how long the Lease lasts unless renewed (seconds)
-    lock_duration: int = 15
+    lock_duration: int = 60  # torchspec.gitops.lock.DEFAULT_LEASE_DURATION
 
 
 @dataclass

@@ -40,7 +40,7 @@ APPLY_KEYS = {
     "lock": "What runs take turns on: `\"file\"` (a lock file, this machine) or `\"kubernetes\"` (a Lease on the "
             "cluster, runs on any machine).",
     "lock_timeout": "Seconds to wait for another apply holding the lock (600).",
-    "lock_duration": "`lock = \"kubernetes\"`: seconds the Lease lasts unless renewed (15).",
+    "lock_duration": "`lock = \"kubernetes\"`: seconds the Lease lasts unless renewed (60).",
 }
 #: The keys of the sections that hold plain settings.
 SECTION_KEYS = {"lint": LINT_KEYS, "apply": APPLY_KEYS}
