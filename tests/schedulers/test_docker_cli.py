@@ -469,7 +469,7 @@ def test_list_status_and_cancel_from_another_process(env: Env, docker_cleanup: A
     started = time.monotonic()
     r = other.run("cancel", handle)
     assert r.returncode == OK, r.stderr
-    assert time.monotonic() - started < 8  # SIGTERM is obeyed: no 10 s grace, nor one per container
+    assert time.monotonic() - started < 10  # SIGTERM is obeyed: no 10 s grace (a loaded CI machine took 8.1 s)
     assert containers(docker_cleanup, app) == {}
     assert networks(docker_cleanup, app) == []
     r = env.run("status", handle)
