@@ -268,7 +268,7 @@ def test_real_cluster_a_killed_holder_lease_expires_and_the_next_apply_proceeds(
 
 def test_real_cluster_an_apply_killed_half_way_leaves_the_rest_to_the_next(tmp_path: pathlib.Path,
                                                                             k8s_cluster: Any, real_ns: str) -> None:
-    """SIGKILL an apply half way through its submits, so while it holds the Lease (3 s): the next waits for it
+    """SIGKILL an apply half way through its submits, so while it holds the Lease (10 s): the next waits for it
     to expire, then submits what the first did not, each job once.
 
     Half way is seen on the event itself: the first app's folder under the apply's TORCHSPEC_HOME (an apply
@@ -279,12 +279,13 @@ def test_real_cluster_an_apply_killed_half_way_leaves_the_rest_to_the_next(tmp_p
     for i in range(jobs):
         ws.write(f"jobs/j{i:02d}.json", f"j{i:02d}", [{"name": "main", "image": ".", "entrypoint": "true"}])
     apps = pathlib.Path(ws.env["TORCHSPEC_HOME"]) / "apps"
-    first = ws.popen(*ws.apply_args(*LOCK, "--lock-duration", "3"))
+    first = ws.popen(*ws.apply_args(*LOCK, "--lock-duration", "10"))  # 3 s: a starved first apply lost it
     try:
         deadline = time.monotonic() + 60
         while first.poll() is None and not (apps.is_dir() and any(apps.glob("j*"))):
             assert time.monotonic() < deadline, "the first apply submitted nothing within 60 s"
             time.sleep(0.005)
+        assert first.poll() is None, f"the first apply ended before it could be killed: {first.communicate()}"
         os.kill(first.pid, signal.SIGKILL)
         assert first.wait(timeout=30) == -signal.SIGKILL, "the first apply ended before it could be killed"
         # a killed holder never released the Lease: it still names it (until the next apply takes it)
