@@ -78,14 +78,15 @@ def _ray_missing(e: ImportError) -> MissingExtraError:
                              "ray", "or 'ray[default]'")
 
 
-#: the SDK methods :meth:`RayCluster.call` sends as REST requests: (HTTP method, path), ``{}`` the job's id
-REST_CALLS: Dict[str, Tuple[str, str]] = {
-    "get_job_info": ("GET", "/api/jobs/{}"),
-    "get_job_status": ("GET", "/api/jobs/{}"),
-    "list_jobs": ("GET", "/api/jobs/"),
-    "get_job_logs": ("GET", "/api/jobs/{}/logs"),
-    "stop_job": ("POST", "/api/jobs/{}/stop"),
-    "delete_job": ("DELETE", "/api/jobs/{}"),
+#: the SDK methods :meth:`RayCluster.call` sends as REST requests: (HTTP method, path, the answer's field the SDK
+#: returns, or "" for the whole answer); ``{}`` in the path is the job's id
+REST_CALLS: Dict[str, Tuple[str, str, str]] = {
+    "get_job_info": ("GET", "/api/jobs/{}", ""),
+    "get_job_status": ("GET", "/api/jobs/{}", "status"),
+    "list_jobs": ("GET", "/api/jobs/", ""),
+    "get_job_logs": ("GET", "/api/jobs/{}/logs", "logs"),
+    "stop_job": ("POST", "/api/jobs/{}/stop", "stopped"),
+    "delete_job": ("DELETE", "/api/jobs/{}", "deleted"),
 }
 
 
@@ -197,11 +198,9 @@ class RayCluster:
         """``JobSubmissionClient.method(...)`` (as a REST request where :data:`REST_CALLS` has it); a dashboard
         gone away is a BackendError."""
         if method in REST_CALLS and not _sdk_only():
-            verb, path = REST_CALLS[method]
+            verb, path, field = REST_CALLS[method]
             answer = self.rest(verb, path.format(urllib.parse.quote(str(args[0]), safe="")) if args else path)
-            return {"get_job_status": lambda: answer.status, "get_job_logs": lambda: answer.logs,
-                    "stop_job": lambda: answer.stopped, "delete_job": lambda: answer.deleted}.get(
-                        method, lambda: answer)()
+            return answer.get(field) if field else answer
         jobs = self.jobs
         try:
             with _quiet():
