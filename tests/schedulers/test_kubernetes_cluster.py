@@ -391,8 +391,10 @@ def test_a_pytorchjob_whose_rank_fails_fails_and_a_cancelled_one_leaves_nothing(
     assert failing.returncode == 4 and handle, (failing.stdout, failing.stderr)
     assert status(handle)["state"] == "FAILED"
     # past its backoffLimit (0: max_retries=0) the Training Operator deletes every pod of the job, whatever
-    # its cleanPodPolicy: what a replica shows while they go depends on when the status is read, so the test
-    # reads it once they are gone, when every replica's state and exit code went with its pod
+    # its cleanPodPolicy, and may then recreate one before it sees the job Failed: that pod waits for the
+    # deleted Master forever unless cleanPodPolicy (Running, torchspec's default) has it deleted. What a replica
+    # shows while they go depends on when the status is read, so the test reads it once they are gone, when
+    # every replica's state and exit code went with its pod
     deadline = time.monotonic() + 120
     while [name for name in real.leftovers() if name.startswith("pod/")]:
         assert time.monotonic() < deadline, f"the failed job's pods are still there: {real.leftovers()}"

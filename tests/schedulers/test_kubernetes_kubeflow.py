@@ -107,7 +107,7 @@ def test_pytorchjob_is_a_master_and_workers_with_the_operators_rendezvous() -> N
     assert (obj["apiVersion"], obj["kind"]) == ("kubeflow.org/v1", "PyTorchJob")
     spec = obj["spec"]
     assert spec["nprocPerNode"] == "4" and "elasticPolicy" not in spec
-    assert spec["runPolicy"] == {"backoffLimit": 0}
+    assert spec["runPolicy"] == {"backoffLimit": 0, "cleanPodPolicy": "Running"}
     replicas = spec["pytorchReplicaSpecs"]
     assert [(k, v["replicas"], v["restartPolicy"]) for k, v in replicas.items()] == [("Master", 1, "Never"),
                                                                                      ("Worker", 2, "Never")]
@@ -136,11 +136,20 @@ def test_an_elastic_role_gets_the_elastic_policy() -> None:
     assert spec["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
 
 
+def test_pods_left_running_or_pending_are_cleaned_by_default_and_finished_ones_kept() -> None:
+    """cleanPodPolicy Running unless the user names one: the operator's default (None) leaves a replica it
+    recreated after the job failed waiting forever for the deleted Master (seen on the real operator)."""
+    assert the_object(ddp(j="2x1"), flavor="pytorchjob")["spec"]["runPolicy"]["cleanPodPolicy"] == "Running"
+    for policy in ("None", "All"):
+        spec = the_object(ddp(j="2x1"), flavor="pytorchjob", clean_pod_policy=policy)["spec"]
+        assert spec["runPolicy"]["cleanPodPolicy"] == policy
+
+
 def test_retries_and_run_policy_options() -> None:
     app = ddp(j="2x1", max_retries="3")
-    spec = the_object(app, flavor="pytorchjob", clean_pod_policy="Running", ttl=60, active_deadline=3600,
+    spec = the_object(app, flavor="pytorchjob", clean_pod_policy="All", ttl=60, active_deadline=3600,
                       scheduling_queue="gang", queue="team-a", priority="high")["spec"]
-    assert spec["runPolicy"] == {"backoffLimit": 3, "cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 60,
+    assert spec["runPolicy"] == {"backoffLimit": 3, "cleanPodPolicy": "All", "ttlSecondsAfterFinished": 60,
                                  "activeDeadlineSeconds": 3600, "schedulingPolicy": {"queue": "gang"},
                                  "suspend": True}
     assert {r["restartPolicy"] for r in spec["pytorchReplicaSpecs"].values()} == {"OnFailure"}

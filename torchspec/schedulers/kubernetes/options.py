@@ -65,7 +65,9 @@ def kubernetes_run_opts() -> runopts:
     opts.add("runtime", type_=str, default=None,
              help=f"trainjob: the ClusterTrainingRuntime the TrainJob refers to (default {DEFAULT_RUNTIME})")
     opts.add("clean_pod_policy", type_=str, default=None,
-             help="pytorchjob: runPolicy.cleanPodPolicy, the pods deleted once the job ends: None, Running or All")
+             help="pytorchjob: runPolicy.cleanPodPolicy, the pods deleted once the job ends: None, Running or All"
+                  " (default Running: pods still running or pending are deleted, finished ones kept with their"
+                  " logs)")
     opts.add("active_deadline", type_=int, default=None,
              help="seconds the app may run before it is failed (activeDeadlineSeconds: each role's Job, each"
                   " JobSet attempt's Jobs, the PyTorchJob's runPolicy, the TrainJob); volcano has none")

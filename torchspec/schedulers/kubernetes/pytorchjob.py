@@ -45,6 +45,13 @@ _HINT = ("a PyTorchJob runs one torchrun role (as dist.ddp renders it): use -c f
          " torchrun")
 
 
+#: cleanPodPolicy when the user names none.  The operator's own default, None, leaves a pod it created after the
+#: job failed (v1.9.3 recreates a replica it had just deleted for the backoff limit, before it sees its own Failed
+#: condition) waiting forever for the deleted Master, holding its requests: Running deletes the pods still running
+#: or pending once the job ended, and keeps the finished ones with their logs.
+DEFAULT_CLEAN_POD_POLICY = "Running"
+
+
 def _restart_policy(role: Role) -> str:
     """The replica specs' restartPolicy: a failed replica's container restarted in place while retries are left."""
     return "OnFailure" if role.max_retries > 0 else "Never"
@@ -68,9 +75,8 @@ def _elastic_policy(b: Build, role: Role, launch: Launch, port: int) -> Obj:
 
 
 def _run_policy(b: Build, role: Role) -> Obj:
-    policy: Obj = {"backoffLimit": role.max_retries}
-    if b.option("clean_pod_policy"):
-        policy["cleanPodPolicy"] = str(b.option("clean_pod_policy"))
+    policy: Obj = {"backoffLimit": role.max_retries,
+                   "cleanPodPolicy": str(b.option("clean_pod_policy") or DEFAULT_CLEAN_POD_POLICY)}
     if b.ttl is not None:
         policy["ttlSecondsAfterFinished"] = b.ttl
     if b.option("active_deadline"):
