@@ -152,7 +152,7 @@ def test_every_builtin_backend_declares_its_capabilities_and_they_hold() -> None
         LocalScheduler: {Capability.WORKSPACE},
         DockerScheduler: set(),
         KubernetesScheduler: {Capability.WORKSPACE, Capability.LOG_STREAMS},
-        SlurmScheduler: {Capability.WORKSPACE, Capability.ROLE_ORDER},
+        SlurmScheduler: {Capability.WORKSPACE},
         RayScheduler: {Capability.WORKSPACE, Capability.LABELS},
     }
     for cls, lacks in everything_but.items():

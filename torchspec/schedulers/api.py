@@ -150,6 +150,14 @@ class ReplicaRunStatus(ReplicaStatus):
 
 
 @dataclass
+class ReplicaWhyStatus(ReplicaRunStatus):
+    """A ReplicaRunStatus that also says why the replica is in its state, where the engine or torchspec knows
+    (Kubernetes: ImagePullBackOff...; Slurm: the role it waits for)."""
+
+    msg: str = ""
+
+
+@dataclass
 class RequestProblem:
     """One thing a scheduler's own check found wrong in the request built from one spec document.
 
@@ -569,6 +577,7 @@ __all__ = [
     "DescribeAppResponse",
     "ListAppResponse",
     "ReplicaRunStatus",
+    "ReplicaWhyStatus",
     "RequestCheck",
     "RequestProblem",
     "Scheduler",

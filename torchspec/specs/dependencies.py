@@ -8,7 +8,7 @@ the earlier role must have done before any replica of the later one starts:
 - ``ready``: every replica of it is running (a parameter server, a database).
 
 How each scheduler waits is the scheduler's business (JobSet's ``dependsOn``,
-Slurm's ``--dependency``, the ordered start of local, docker and ray); one
+the ordered start of local, docker, ray and Slurm's batch script); one
 that cannot wait refuses the app saying why, never starts the role at once.
 :func:`dependency_problems` is the one check of the references themselves
 (a role that does not exist, the role itself, a cycle), used by lint (TS510)

@@ -188,6 +188,57 @@ def test_exclusive_signal_and_pass_through_flags_are_taken_by_sbatch(sched, imag
         sched.submit_app(specs.AppDef("oci", roles=[role("docker://ubuntu:22.04", "w")]))
 
 
+#: download: sleep, then write the data file and exit with the code; trainer: read it (exit 9 without it)
+ORDER_SH = r"""#!/bin/bash
+# args: sleep exit_code data_file
+if [[ $TORCHSPEC_ROLE_NAME == trainer ]]; then
+    cat "$3" || exit 9
+    exit 0
+fi
+sleep "$1"
+echo "downloaded" >"$3"
+exit "$2"
+"""
+
+
+def test_a_role_starts_after_the_role_it_waits_for_finished_and_never_when_that_failed(sched, image,
+                                                                                      tmp_path) -> None:
+    """Issue 35 item 5 on the real cluster: depends_on in one job. While download runs, the trainer's replicas
+    are PENDING saying what they wait for; the trainer then reads what download wrote. A download that fails
+    fails the app with its exit code, and the trainer never starts."""
+    (tmp_path / "img" / "order.sh").write_text(ORDER_SH)
+    (tmp_path / "img" / "order.sh").chmod(0o755)
+
+    def app(code: int) -> specs.AppDef:
+        data = str(tmp_path / f"data-{code}")
+        return specs.AppDef(f"ordered{code}", roles=[
+            specs.Role(name=name, image=image, entrypoint="order.sh", args=["4", str(code), data], num_replicas=n,
+                       resource=specs.Resource(cpu=1, gpu=0, memMB=64), depends_on=deps)
+            for name, n, deps in (("download", 1, []), ("trainer", 2, [specs.RoleDependency("download")]))])
+
+    job_id = sched.submit_app(app(0))
+    desc = wait_state(sched, job_id, {AS.RUNNING, AS.SUCCEEDED, AS.FAILED}, timeout=60)
+    assert desc.state == AS.RUNNING, desc
+    waiting = [(AS.PENDING, "waits for download to be finished")] * 2
+    deadline = time.monotonic() + 3  # the batch script writes what they wait for as it starts; download takes 4 s
+    while [(r.state, r.msg) for r in desc.roles_statuses[1].replicas] != waiting and time.monotonic() < deadline:
+        time.sleep(0.2)
+        desc = sched.describe(job_id)
+    assert [(r.state, r.msg) for r in desc.roles_statuses[1].replicas] == waiting, desc
+    desc = wait_state(sched, job_id, {AS.SUCCEEDED, AS.FAILED, AS.CANCELLED})
+    assert desc.state == AS.SUCCEEDED, desc.msg
+    for k in (0, 1):
+        assert "downloaded" in "".join(sched.log_iter(job_id, "trainer", k))
+
+    job_id = sched.submit_app(app(3))
+    desc = wait_state(sched, job_id, {AS.SUCCEEDED, AS.FAILED, AS.CANCELLED})
+    assert desc.state == AS.FAILED and "exit code 3" in desc.msg, desc
+    trainer = desc.roles_statuses[1].replicas
+    assert [(r.state, r.msg) for r in trainer] == [
+        (AS.UNKNOWN, "never started: it waits for download to be finished")] * 2, trainer
+    assert "".join(sched.log_iter(job_id, "trainer", 0)) == ""
+
+
 ENV_SH = '#!/bin/bash\necho "LOG_DIR=$LOG_DIR PATH=$PATH HETJOB=$HETJOB umask=$(umask)"\n'
 
 

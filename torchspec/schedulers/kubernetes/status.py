@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from torchspec.schedulers.api import IMAGE_ID_PREFIX, DescribeAppResponse, ReplicaRunStatus, parse_labels_json
+from torchspec.schedulers.api import IMAGE_ID_PREFIX, DescribeAppResponse, ReplicaWhyStatus, parse_labels_json
 from torchspec.schedulers.kubernetes.flavor import Flavor
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.names import AppRef, role_key
@@ -305,11 +305,8 @@ class AppView:
         return message
 
 
-@dataclass
-class KubernetesReplicaStatus(ReplicaRunStatus):
-    """A replica status with why, besides the exit code and restarts: the cluster says (ImagePullBackOff...)."""
-
-    msg: str = ""
+#: A replica status with why, besides the exit code and restarts: the cluster says (ImagePullBackOff...).
+KubernetesReplicaStatus = ReplicaWhyStatus
 
 
 #: A replica with no pod in an app that has ended: its Job deleted the pod (a Job whose pods restart in place,

@@ -43,6 +43,7 @@ from torchspec.schedulers.slurm.states import (
     ROLE_NAME,
     SCRIPT_FILE,
     SPEC_FILE,
+    WAITING_FILE,
     is_job_id,
     is_role_name,
 )
@@ -178,6 +179,18 @@ def read_replica(job_dir: Optional[str], role: str, k: int) -> Tuple[Optional[in
         return None, None
     replica_dir = os.path.join(job_dir, role, str(k))
     return read_int(os.path.join(replica_dir, EXITCODE_FILE)), read_int(os.path.join(replica_dir, RESTARTS_FILE))
+
+
+def waiting_for(job_dir: Optional[str], role: str, k: int) -> Optional[str]:
+    """What replica ``k`` of ``role`` waits for before it starts (``waits for 'download' to be finished``), or
+    None: the batch script's waiting file, there until the role starts (depends_on)."""
+    if not job_dir:
+        return None
+    try:
+        with open(os.path.join(job_dir, role, str(k), WAITING_FILE), encoding="utf-8", errors="replace") as f:
+            return f.read(500).strip() or "waits for another role"
+    except OSError:
+        return None
 
 
 def replica_folders(job_dir: str) -> List[Tuple[str, int]]:

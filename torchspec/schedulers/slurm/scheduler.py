@@ -23,7 +23,7 @@ from torchspec.schedulers.api import (
     Capability,
     DescribeAppResponse,
     ListAppResponse,
-    ReplicaRunStatus,
+    ReplicaWhyStatus,
     Scheduler,
     Stream,
     aware,
@@ -35,6 +35,7 @@ from torchspec.schedulers.slurm.logs import (
     keep_submission,
     private_dir,
     read_replica,
+    waiting_for,
     read_spec,
     remove_job_files,
     replica_folders,
@@ -61,7 +62,7 @@ from torchspec.schedulers.slurm.query import (
     view_from_scontrol,
 )
 from torchspec.schedulers.slurm.states import TERMINAL, is_job_id
-from torchspec.schedulers.slurm.translate import ORDER_HINT, SlurmBatchRequest, app_to_request
+from torchspec.schedulers.slurm.translate import SlurmBatchRequest, app_to_request
 from torchspec.specs import (
     NONE,
     AppDef,
@@ -81,14 +82,13 @@ Layout = List[Tuple[str, int, Optional[JobView]]]
 
 
 #: The replica status this backend reports (exit code and restarts).
-SlurmReplicaStatus = ReplicaRunStatus
+SlurmReplicaStatus = ReplicaWhyStatus
 
 
 class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
     """Submits each app as one (heterogeneous) batch job with ``sbatch`` and asks ``scontrol`` about it."""
 
-    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.LABELS})
-    role_order_hint = ORDER_HINT
+    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.LABELS, Capability.ROLE_ORDER})
     keeps_labels = True  # in the job's comment (and its spec.json)
 
     def __init__(self, session_name: str, request_timeout: Optional[float] = None) -> None:
@@ -419,13 +419,15 @@ def _role_statuses(layout: Layout, job_dir: Optional[str]) -> Tuple[List[RoleSta
         replicas: List[ReplicaStatus] = []
         for k in range(count):
             code, restarts = read_replica(job_dir, name, k)
-            state = replica_state(component, code)
+            waits = waiting_for(job_dir, name, k) if code is None else None
+            state = replica_state(component, code, waiting=waits is not None)
             replica_states.append(state)
             if code:
                 failed.append(f"{name}/{k} exited with code {code}")
             replicas.append(SlurmReplicaStatus(
                 id=k, state=state, role=name, hostname=component.nodes if component else "",
                 structured_error_msg=NONE, exit_code=code, num_restarts=restarts or 0,
+                msg=(waits if state == AppState.PENDING else f"never started: it {waits}") if waits else "",
             ))
         roles_statuses.append(RoleStatus(role=name, replicas=replicas))
     return roles_statuses, failed, replica_states

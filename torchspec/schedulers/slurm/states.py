@@ -22,6 +22,10 @@ EXITCODE_FILE = "exitcode"
 #: What the replica's step writes on its node as it ends (its exit code): a step whose node failed writes none.
 STEP_RC_FILE = "step.rc"
 RESTARTS_FILE = "restarts"
+#: What a replica's step writes on its node as it starts: the replica is ready (``depends_on`` ... ``ready``).
+STARTED_FILE = "started"
+#: A replica of a role that waits for another (``depends_on``): what it waits for, until it is started.
+WAITING_FILE = "waiting"
 LOG_FILES = {Stream.STDOUT: "stdout.log", Stream.STDERR: "stderr.log", Stream.COMBINED: "combined.log"}
 #: Resource capability: a gres string (``gpu:a100:4``) used instead of ``--gpus-per-node``.
 CAP_GRES = "slurm.gres"
