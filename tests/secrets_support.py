@@ -4,8 +4,8 @@ grepped in everything torchspec writes.
 Each engine's test (tests/schedulers/...: local, docker, slurm, ray, and the real Kubernetes cluster) writes a
 spec whose replica prints the sha256 of the secret it got (``env <hash>``, and ``file <hash>`` for a mount),
 runs every command a user would (``dryrun``, ``submit``, ``wait``, ``status``, ``describe``, ``logs``,
-``list``, in text and JSON) through :class:`Cli`, which fails on any output holding the marker, checks the
-hashes in ``logs``, and then :func:`assert_not_in_files` greps the state folder (``TORCHSPEC_HOME``) and
+``list``, in text and JSON, and the dashboard's pages) through :class:`Cli`, which fails on any output holding
+the marker, checks the hashes in ``logs``, and then :func:`assert_not_in_files` greps the state folder (``TORCHSPEC_HOME``) and
 whatever else the engine has torchspec write (Slurm's log folder with the kept script and spec).
 """
 
@@ -94,7 +94,35 @@ class Cli:
         assert "carriers 0" in logs, logs
         if mount:
             assert f"file {sha(self.marker)}" in logs, logs
+        self.dashboard(scheduler, handle)
         return handle
+
+    def dashboard(self, scheduler: str, handle: str) -> None:
+        """The dashboard's pages and JSON of the app (its list, its page, its log lines): none holds the secret.
+        In a process of its own with this CLI's environment, as ``torchspec ui`` would serve them."""
+        done = subprocess.run([sys.executable, "-c", DASHBOARD, scheduler, handle], capture_output=True,
+                              text=True, cwd=self.cwd, env=self.env, timeout=180, stdin=subprocess.DEVNULL)
+        self.commands.append(f"ui -s {scheduler}")
+        assert done.returncode == 0, done.stderr
+        assert self.marker not in done.stdout + done.stderr, f"the dashboard shows the secret:\n{done.stdout}"
+        assert f"env {sha(self.marker)}" in done.stdout, done.stdout  # it did show the app and its log lines
+
+
+#: Every page and JSON answer of the dashboard about one app, printed (argv: scheduler, handle).
+DASHBOARD = """
+import sys
+from starlette.testclient import TestClient
+from torchspec.runner import get_runner
+from torchspec.ui import create_app
+scheduler, handle = sys.argv[1:3]
+token = "t" * 43
+with TestClient(create_app(get_runner, [scheduler], token), base_url="http://127.0.0.1:8123") as client:
+    assert client.get("/?token=" + token).status_code == 200
+    for path in ("/", "/api/apps", f"/app/{handle}", f"/api/app/{handle}", f"/api/app/{handle}/logs/trainer/0?before=1000"):
+        answer = client.get(path)
+        assert answer.status_code == 200, (path, answer.status_code, answer.text)
+        print(f"--- {path}", answer.text, sep="\\n")
+"""
 
 
 def assert_not_in_files(marker: str, *roots: pathlib.Path) -> int:

@@ -11,6 +11,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import time
 from typing import List
 
 import pytest
@@ -111,6 +112,10 @@ def test_the_step_script_sets_writes_shares_and_cleans_up(tmp_path: pathlib.Path
     first = subprocess.Popen(["bash", "-c", STEP_SCRIPT, "s", "m", str(folder), "C_0_1", "--", "sh", "-c",
                               f"while [ ! -e {gate} ]; do sleep 0.05; done"], env=env)
     try:
+        deadline = time.monotonic() + 30  # the first step is in (it wrote the file) before the second starts
+        while not (folder / "token").exists():
+            assert time.monotonic() < deadline and first.poll() is None, "the first step never wrote the file"
+            time.sleep(0.05)
         second = subprocess.run(
             ["bash", "-c", STEP_SCRIPT, "s", "e", "V", "C_0_0", "m", str(folder), "C_0_1", "--", "sh", "-c",
              f'printf %s "$V"; echo; cat {folder}/token; echo; env | grep -c TORCHSPEC_CARRIED || true'],
