@@ -137,6 +137,19 @@ def test_the_step_script_sets_writes_shares_and_cleans_up(tmp_path: pathlib.Path
     assert not (open_folder / "token").exists()
 
 
+def test_a_secret_named_path_is_the_replicas_and_the_step_still_cleans_up(tmp_path: pathlib.Path) -> None:
+    """As a role's env PATH is (test_slurm_cluster): the replica's command is found with the step's PATH, the
+    replica sees the secret's, and the mount's files are still removed after it (rm with the step's PATH)."""
+    folder = tmp_path / "m"
+    env = {**os.environ, "C_0_0": "/secret-bin", "C_0_1_KEYS": "token", "C_0_1_0": "file-value", "SLURM_JOB_ID": "7"}
+    done = subprocess.run(["bash", "-c", STEP_SCRIPT, "s", "m", str(folder), "C_0_1", "e", "PATH", "C_0_0", "--",
+                           "env", "/bin/sh", "-c", f'echo "$PATH"; read -r line <{folder}/token; echo "$line"'],
+                          env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["/secret-bin", "file-value"]
+    assert sorted(os.listdir(folder)) == []
+
+
 def test_on_the_cluster_the_replica_gets_it_and_nothing_torchspec_writes_holds_it(
         tmp_path: pathlib.Path, slurm_jobs: List[str]) -> None:
     marker = new_marker()

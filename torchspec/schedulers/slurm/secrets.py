@@ -45,6 +45,7 @@ StepSecret = Tuple[str, str, str, str]
 STEP_SCRIPT = r"""
 set -u
 umask 077
+ts_path=$PATH ts_vars=()
 ts_dirs=() ts_files=() ts_me=".torchspec-users/${SLURM_JOB_ID:-0}.${SLURM_STEP_ID:-0}.$$"
 ts_mount() {  # FOLDER CARRIER: write the carrier's files into FOLDER, the job user's own
     local d=$1 keys="${2}_KEYS" k j=0 v p
@@ -66,7 +67,7 @@ ts_mount() {  # FOLDER CARRIER: write the carrier's files into FOLDER, the job u
     ts_dirs+=("$d")
 }
 ts_unmount() {  # remove the files where this step was the folder's last user on this node
-    local d f
+    local d f PATH=$ts_path  # the step's own, whatever a secret named PATH set for the replica
     for d in "${ts_dirs[@]}"; do
         exec {ts_lock}<"$d" && flock "$ts_lock"
         rm -f -- "$d/$ts_me"
@@ -80,14 +81,21 @@ trap ts_unmount EXIT
 trap 'exit 143' TERM
 while [[ $1 != -- ]]; do
     case $1 in
-        e) export "$2=${!3}" ;;
+        e) ts_vars+=("$2" "$3") ;;
         m) ts_mount "$2" "$3" || exit 1 ;;
     esac
     shift 3
 done
 shift
+# the command is found with the step's PATH, then the variables are set (a secret may be named PATH, as a
+# role's env may: it is the replica's, as there)
+ts_cmd=$(type -P -- "$1") || ts_cmd=$1
+for ((ts_i = 0; ts_i < ${#ts_vars[@]}; ts_i += 2)); do
+    ts_v=${ts_vars[ts_i + 1]}
+    export "${ts_vars[ts_i]}=${!ts_v}"
+done
 for ts_v in "${!TORCHSPEC_CARRIED_SECRET_@}"; do unset "$ts_v"; done
-"$@"
+"$ts_cmd" "${@:2}"
 """.strip("\n")
 
 
