@@ -82,7 +82,7 @@ def test_every_sample_is_run() -> None:
     assert (len(readme_samples()), len(lint_samples()), len(diff_samples()), len(walkthrough_samples()),
             len(provenance_samples()), len(getting_started_samples()), len(ci_guide_samples()),
             len(scheduler_page_samples()), len(configuration_samples()),
-            len(production_samples())) == (1, 1, 3, 3, 1, 6, 2, 14, 1, 6)
+            len(production_samples())) == (1, 1, 3, 3, 1, 6, 2, 14, 1, 8)
 
 
 def test_the_readme_sample(tmp_path: pathlib.Path) -> None:
@@ -123,7 +123,8 @@ def test_the_production_guide_samples(tmp_path: pathlib.Path) -> None:
     a pyxis login node's sbatch and srun first on PATH (:func:`login_node_clients`)."""
     work = tmp_path / "work"
     written = write_named(blocks(PRODUCTION), work)
-    assert {work / "jobs" / "train.yaml", work / "jobs" / "patched.yaml", work / ".torchspec.toml"} <= set(written)
+    assert {work / "jobs" / "train.yaml", work / "jobs" / "patched.yaml", work / "jobs" / "tokenize.yaml",
+            work / ".torchspec.toml"} <= set(written)
     env = sample_env(tmp_path)  # its shims folder, tmp_path/bin, comes first on PATH
     login_node_clients(tmp_path / "bin")
     session = Session(work, env, Randoms(APP_ID))
