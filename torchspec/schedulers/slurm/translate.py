@@ -57,15 +57,13 @@ from torchspec.schedulers.slurm.flags import (
 )
 from torchspec.schedulers.slurm.secrets import StepSecret, replica_lines, role_secrets, script_lines
 from torchspec.schedulers.slurm.options import HET_WORDS, default_log_root, run_opt, sbatch_value
+from torchspec.schedulers.slurm.order import check_depends_on, ordered_lines, waiting_lines
 from torchspec.schedulers.slurm.states import (
     CAP_CONSTRAINT,
     CAP_GRES,
     COMMENT_LABELS,
     COMMENT_PREFIX,
-    EXITCODE_FILE,
-    STARTED_FILE,
-    STEP_RC_FILE,
-    WAITING_FILE,
+    EXITCODE_FILE, STARTED_FILE, STEP_RC_FILE, WAITING_FILE,  # the files each replica's folder holds
     is_role_name,
 )
 from torchspec.specs import AppDef, CfgVal, RetryPolicy, Role, macros
@@ -253,9 +251,7 @@ run_replica() {
 
 # The script's end: wait for the replicas; the first failure ends (or requeues) the job.
 _WAIT_LINES = [
-    "",
-    "# The first replica to fail ends the job (Slurm then stops the other steps) with its exit code.",
-    "TS_RC=0",
+    "", "# The first replica to fail ends the job (Slurm then stops the other steps) with its exit code.", "TS_RC=0",
     'for _ in "${TS_PIDS[@]}"; do',
     "    wait -n",
     "    TS_RC=$?",
@@ -271,43 +267,8 @@ _END_LINES = [
     '        scontrol requeue "$SLURM_JOB_ID" && sleep 600  # the requeue ends this script',
     "    fi",
     "fi",
-    'exit "$TS_RC"',
-    "",
+    'exit "$TS_RC"', "",
 ]
-
-# An app whose roles wait for others (depends_on) starts them from a loop that also collects the replicas as they
-# end: bash's `wait -n` does not report a job that ended before it was called, which a role that finished before
-# another started would be.
-_ORDER_FUNCTIONS = rf"""
-# Ordered start (depends_on): a role that waits starts once every replica of each role it names has finished
-# (exited 0) or is ready (its step started on its node); until then its replicas are PENDING (their
-# {WAITING_FILE} file says for what). The first replica to fail still ends the job; a role still waiting never starts.
-declare -A TS_REAPED=()
-# reap: collect the replicas that ended (bash's own job table says which still run); TS_RC becomes the first
-# failure's exit code.
-reap() {{
-    local running pid rc
-    running=" $(jobs -rp | tr '\n' ' ') "
-    for pid in "${{TS_PIDS[@]}}"; do
-        [[ -n ${{TS_REAPED[$pid]:-}} || $running == *" $pid "* ]] && continue
-        TS_REAPED[$pid]=1
-        wait "$pid"
-        rc=$?
-        ((rc == 0 || TS_RC != 0)) || TS_RC=$rc
-    done
-}}
-# role_is ROLE N finished|ready: whether each of ROLE's N replicas exited 0 (finished) or has started (ready).
-role_is() {{
-    local k
-    for ((k = 0; k < $2; k++)); do
-        if [[ $3 == finished ]]; then
-            [[ $(cat "$TS_LOG_DIR/$1/$k/{EXITCODE_FILE}" 2>/dev/null) == 0 ]] || return 1
-        else
-            [[ -e $TS_LOG_DIR/$1/$k/{STARTED_FILE} ]] || return 1
-        fi
-    done
-}}
-""".strip("\n")
 
 
 def render_script(request: SlurmBatchRequest) -> str:
@@ -323,43 +284,8 @@ def render_script(request: SlurmBatchRequest) -> str:
         if not c.depends_on:
             for r in c.replicas:
                 lines += _replica_lines(c, r)
-    lines += _ordered_lines(request) if any(c.depends_on for c in request.components) else _WAIT_LINES
+    lines += ordered_lines(request.components, _replica_lines) if any(c.depends_on for c in request.components) else _WAIT_LINES
     return "\n".join(lines + _END_LINES)
-
-
-def _waits_for(c: SlurmComponent, verb: str = "to be") -> str:
-    """``download to be finished, ps to be ready``: what role ``c`` waits for, in words (role names hold no
-    quote or space: see _check_role)."""
-    return ", ".join(f"{role} {verb} {when}" for role, when in c.depends_on)
-
-
-def _ordered_lines(request: SlurmBatchRequest) -> List[str]:
-    """Start each waiting role once its dependencies are met, collecting the replicas as they end."""
-    counts = {c.role: len(c.replicas) for c in request.components}
-    waiting = [c for c in request.components if c.depends_on]
-    flags = " + ".join(f"TS_WAITING_{c.group}" for c in waiting)
-    lines = ["", _ORDER_FUNCTIONS, ""]
-    lines += [f"TS_WAITING_{c.group}=1  # role {c.role} waits for {_waits_for(c)}" for c in waiting]
-    lines += ["TS_RC=0", 'while ((TS_RC == 0)) && [[ -z $TS_STOPPED ]]; do']
-    for c in waiting:
-        met = " && ".join(f"role_is {shlex.quote(role)} {counts[role]} {when}" for role, when in c.depends_on)
-        starts = f"torchspec: role {c.role} starts now ({_waits_for(c, verb='is')})"
-        lines += [f"    if ((TS_WAITING_{c.group})) && {met}; then",
-                  f"        TS_WAITING_{c.group}=0",
-                  f"        echo {shlex.quote(starts)} >&2",
-                  f'        rm -f -- "$TS_LOG_DIR"/{shlex.quote(c.role)}/*/{WAITING_FILE}']
-        for r in c.replicas:
-            lines += _replica_lines(c, r)
-        lines.append("    fi")
-    lines += ["    reap",
-              f'    (({flags} + ${{#TS_PIDS[@]}} - ${{#TS_REAPED[@]}})) || break  # all started, and all ended',
-              "    sleep 1",
-              "done",
-              "[[ -z $TS_STOPPED ]] || ((TS_RC != 0)) || TS_RC=143  # ended by Slurm (scancel, a node lost)"]
-    for c in waiting:
-        never = f"torchspec: role {c.role} never started (it waits for {_waits_for(c)})"
-        lines.append(f"((TS_WAITING_{c.group} == 0)) || echo {shlex.quote(never)} >&2")
-    return lines
 
 
 def _sbatch_lines(request: SlurmBatchRequest) -> List[str]:
@@ -431,19 +357,7 @@ def _log_folder_lines(request: SlurmBatchRequest) -> List[str]:
          ' stamp "$d/stdout.log"'),
         "    done",
         "fi",
-    ] + _waiting_lines(request) + [""]
-
-
-def _waiting_lines(request: SlurmBatchRequest) -> List[str]:
-    """Each replica of a role that waits (depends_on) says so in its waiting file (what status reads), written
-    before any replica starts; the role removes them as it starts."""
-    lines = []
-    for c in (c for c in request.components if c.depends_on):
-        folders = " ".join(shlex.quote(f"{c.role}/{r.replica_id}") for r in c.replicas)
-        lines += [f"for d in {folders}; do",
-                  f'    echo {shlex.quote("waits for " + _waits_for(c))} >"$d/{WAITING_FILE}"',
-                  "done"]
-    return lines
+    ] + waiting_lines(request.components) + [""]
 
 
 def _rank0_lines(request: SlurmBatchRequest) -> List[str]:
@@ -764,10 +678,7 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], cwd: str,
     extras = extras_of(cfg, helps or {}, log_root)
     components = [role_to_component(role, g, cfg, cwd, nodelists[g] if nodelists else None, extras)
                   for g, role in enumerate(app.roles)]
-    for c in components:  # the runner refuses these (TS510) before a scheduler sees them: a direct caller too
-        for role, _ in c.depends_on:
-            if role not in {d.role for d in components} or role == c.role:
-                raise AppRefusedError(f"role {c.role!r} depends on {role!r}, which is no other role of the app")
+    check_depends_on(components)
     hosts = {role_hosts_env(c.role): hosts_mark(c.group) for c in components}  # their values: once the job runs
     for replica in (r for c in components for r in c.replicas):
         replica.env.update(hosts)
