@@ -223,7 +223,8 @@ def run_setup(function: str, env: dict) -> subprocess.CompletedProcess[str]:
             + f'\nPY={sys.executable}\n{function}\necho "reached: REQUIRE=${{!REQUIRE_VAR:-unset}}"\n')
     base = {k: v for k, v in os.environ.items() if k != "CI" and not k.startswith(("TORCHSPEC_REQUIRE_",
                                                                                    "TORCHSPEC_SKIP_"))}
-    return subprocess.run(["bash", "-c", code], env={**base, **env}, capture_output=True, text=True, timeout=60)
+    # setup_torch imports torch, which took over a minute on a machine busy with CI's cold Go build (ci48)
+    return subprocess.run(["bash", "-c", code], env={**base, **env}, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.parametrize("engine, function", [("DOCKER", "setup_docker"), ("SLURM", "setup_slurm"),

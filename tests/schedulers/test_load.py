@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List
 
@@ -101,9 +102,28 @@ def docker_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engine:
     network = client.networks.create(f"load-{uuid.uuid4().hex[:6]}", driver="bridge")
 
     def remove() -> None:  # the cancelled apps' containers are kept (for their logs) on the network
-        for container in client.containers.list(all=True, filters={"network": network.name}):
-            container.remove(force=True)
-        network.remove()
+        import docker
+
+        # after 50 concurrent removals dockerd may keep a stale endpoint of a container that is gone: "has active
+        # endpoints" with no container on the network, which neither a retry nor a forced disconnect by the
+        # container's name clears (ci48's teardown error, after the test had passed). The network is then left,
+        # said as a warning; any other error fails the teardown.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                for container in client.containers.list(all=True, filters={"network": network.name}):
+                    container.remove(force=True)
+                network.remove()
+                return
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as e:
+                if "active endpoints" not in str(e) or time.monotonic() > deadline:
+                    if "active endpoints" in str(e):
+                        warnings.warn(f"docker kept a stale endpoint on {network.name}; the network is left: {e}")
+                        return
+                    raise
+                time.sleep(2)
 
     request.addfinalizer(remove)
     return Engine("docker", f"network={network.name}", image, left, {"TORCHSPEC_HOME": str(tmp / "home")},
