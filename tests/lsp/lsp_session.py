@@ -21,7 +21,7 @@ from lsprotocol import types as T
 from pygls.lsp.client import LanguageClient
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-TIMEOUT = 30.0
+TIMEOUT = 120.0  # a generous deadline, not a measure: a server starting beside a cold Go build took longer than 30 s
 
 
 class Session:

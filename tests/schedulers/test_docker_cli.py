@@ -486,7 +486,7 @@ def test_cancel_during_application_retries_leaves_nothing(env: Env, docker_clean
     handle = env.submit(env.spec("churn", [env.role("worker", script, 3, retry_policy="APPLICATION",
                                                     max_retries=50)]))
     app = app_id(handle)
-    eventually("two APPLICATION retries", lambda: env.status(handle)["num_restarts"] >= 2, timeout=40)
+    eventually("two APPLICATION retries", lambda: env.status(handle)["num_restarts"] >= 2, timeout=180)
 
     assert env.run("cancel", handle).returncode == OK
     time.sleep(3)  # long enough for a watcher still at work to create the next attempt
