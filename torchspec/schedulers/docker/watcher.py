@@ -252,13 +252,15 @@ def restart(client: "docker.DockerClient", group: List[ContainerView]) -> None:
     """
     in_parallel(lambda c: stop_container(client, c.id), [c for c in group if c.status in LIVE_STATUSES])
     created: List[str] = []
+    renamed: List[str] = []  # renamed here, maybe after a cancel's sweep had looked: removed with the new ones
     for c in group:
         attrs = client.api.inspect_container(c.id)
         if str(attrs.get("Name", "")).endswith(CANCELLED_SUFFIX):
             logger.info("%s was cancelled during the restart; stopping", c.name)
-            _remove(client, created)
+            _remove(client, created + renamed)
             return
         client.api.rename(c.id, f"{c.base_name}{ATTEMPT_SUFFIX}{c.attempt}")
+        renamed.append(c.id)
         created.append(client.api.create_container_from_config(next_attempt(attrs, c.attempt + 1),
                                                                name=c.base_name)["Id"])
     # a cancel that came between our inspect and our rename lost its mark, or already removed the old
@@ -267,7 +269,7 @@ def restart(client: "docker.DockerClient", group: List[ContainerView]) -> None:
     ids = {v.id for v in view.containers}
     if any(v.cancelled for v in view.containers) or any(c.id not in ids for c in group):
         logger.info("the app was cancelled during the restart; removing the new containers")
-        _remove(client, created)
+        _remove(client, created + renamed)
         return
     waits = {c.base_name for c in group if c.depends_on}  # started by Watch.start_waiting, in their order
     in_parallel(client.api.start, [cid for cid, c in zip(created, group) if c.base_name not in waits])
@@ -278,7 +280,8 @@ def _remove(client: "docker.DockerClient", container_ids: List[str]) -> None:
         try:
             client.api.remove_container(container_id, force=True)
         except Exception as e:  # noqa: BLE001 - best effort: cancel removes what is left
-            logger.warning("cannot remove %s: %s", container_id[:12], e)
+            if getattr(getattr(e, "response", None), "status_code", None) != 404:  # gone already: the cancel's
+                logger.warning("cannot remove %s: %s", container_id[:12], e)
 
 
 def next_attempt(attrs: Dict[str, Any], attempt: int) -> Dict[str, Any]:
