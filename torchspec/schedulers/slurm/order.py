@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Callable, List, Sequence
 
+from torchspec.errors import AppRefusedError
 from torchspec.schedulers.slurm.states import EXITCODE_FILE, STARTED_FILE, WAITING_FILE
 
 if TYPE_CHECKING:
@@ -102,8 +103,6 @@ def waiting_lines(components: Sequence["SlurmComponent"]) -> List[str]:
 def check_depends_on(components: Sequence["SlurmComponent"]) -> None:
     """Refuse a role waiting for no other role of the app: the runner refuses it first (TS510), but a caller of
     the scheduler itself may not have gone through the runner, and the script would wait forever."""
-    from torchspec.errors import AppRefusedError
-
     names = {c.role for c in components}
     for c in components:
         for role, _ in c.depends_on:
