@@ -58,10 +58,25 @@ def test_one_placement_group_per_role_one_bundle_per_replica() -> None:
     assert r1["env"]["TORCHSPEC_REPLICA_ID"] == "1" and r1["env"]["TORCHSPEC_NUM_REPLICAS"] == "2"
 
 
+def test_the_entrypoint_is_the_process_ray_stops(tmp_path: Path) -> None:
+    """Ray runs the entrypoint as ``sh -c`` in a session of its own and, on ``stop_job``, signals that process and
+    the children it has at that moment: the driver must be that process, so a cancel landing before the shell
+    forked cannot leave the driver running (a stand-in ``python`` reports its pid and parent)."""
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\necho "$$ $PPID"\n')
+    fake.chmod(0o755)
+    entrypoint = dryrun(app()).request.submit_kwargs("trainer-abc123")["entrypoint"]
+    shell = subprocess.Popen(entrypoint, shell=True, start_new_session=True, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"})
+    out, _ = shell.communicate(timeout=30)
+    pid, parent = out.split()
+    assert int(pid) == shell.pid and int(parent) == os.getpid()
+
+
 def test_the_submission_carries_the_plan_the_spec_and_torchspec_itself() -> None:
     request = dryrun(app(), metadata={"team": "ml"}).request
     kwargs = request.submit_kwargs("trainer-abc123")
-    assert kwargs["entrypoint"] == "python -u -m torchspec.schedulers.ray.driver"
+    assert kwargs["entrypoint"] == "exec python -u -m torchspec.schedulers.ray.driver"
     assert kwargs["submission_id"] == "trainer-abc123"
     plan = kwargs["runtime_env"]["env_vars"][ENV_PLAN]
     assert json.loads(plan) == request.plan("trainer-abc123")

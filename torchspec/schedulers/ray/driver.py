@@ -1,4 +1,4 @@
-"""The driver: the entrypoint of every Ray job torchspec submits (``python -u -m torchspec.schedulers.ray.driver``).
+"""The driver: every Ray job torchspec submits runs it (``exec python -u -m torchspec.schedulers.ray.driver``).
 
 It runs inside the job, on the cluster, where torchspec arrives as a
 ``py_modules`` entry of the job's runtime_env; so it imports nothing but the

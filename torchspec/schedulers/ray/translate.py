@@ -97,7 +97,10 @@ class RayJobRequest:
     roles: List[RolePlan]
     placement_timeout: Optional[int] = None
     spec: Dict[str, Any] = field(default_factory=dict)
-    entrypoint: str = f"python -u -m {DRIVER_MODULE}"
+    #: ``exec``: Ray runs the entrypoint with ``sh -c`` and, to stop the job, signals that shell and the children
+    #: it has at that moment; a cancel that lands before the shell forks python would kill the shell alone and
+    #: leave the driver running, its job STOPPED (ci50).  exec makes the driver the process Ray signals.
+    entrypoint: str = f"exec python -u -m {DRIVER_MODULE}"
 
     def plan(self, submission_id: str = APP_ID_MARK) -> Dict[str, Any]:
         """What the driver reads: every role's group, bundles and replicas, ``${app_id}`` filled in."""
