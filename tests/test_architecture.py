@@ -16,7 +16,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "torchspec"
 #: Lowest first.  A module may import its own layer and the layers below it, never one above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("torchspec", "torchspec.version", "torchspec.errors", "torchspec.exit_codes", "torchspec.codes",
-                    "torchspec.terminal", "torchspec.entry_points", "torchspec.redaction", "torchspec.install")),
+                    "torchspec.terminal", "torchspec.entry_points", "torchspec.redaction", "torchspec.install",
+                    "torchspec.times")),
     ("specs", ("torchspec.specs",)),
     ("loader", ("torchspec.loader", "torchspec.config", "torchspec.components")),
     ("lint", ("torchspec.lint", "torchspec.report")),
@@ -104,6 +105,27 @@ def test_no_backend_imports_another() -> None:
                 other = target.split(".")[2] if target.count(".") >= 2 else ""
                 if target.startswith("torchspec.schedulers.") and other in backends and other != name:
                     crossing.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
+    assert crossing == []
+
+
+#: The front ends, and the one module of each other front end a CLI command may import: the command that
+#: starts it (``torchspec ui`` serves the dashboard, ``torchspec lsp`` the language server).
+FRONT_ENDS = ("torchspec.cli", "torchspec.ui", "torchspec.lsp")
+STARTERS = {"torchspec.cli.ui_cmd": "torchspec.ui", "torchspec.cli.lsp_cmd": "torchspec.lsp"}
+
+
+def test_front_ends_never_import_each_other() -> None:
+    """What two front ends share lives a floor lower; the CLI only starts the others."""
+    crossing = []
+    for path in sources():
+        module = module_name(path)
+        own = next((f for f in FRONT_ENDS if module == f or module.startswith(f + ".")), None)
+        if own is None:
+            continue
+        for line, target in imported_modules(path, module):
+            other = next((f for f in FRONT_ENDS if target == f or target.startswith(f + ".")), None)
+            if other not in (None, own) and STARTERS.get(module) != other:
+                crossing.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} imports {target}")
     assert crossing == []
 
 

@@ -8,7 +8,23 @@ reporters to ask.
 from __future__ import annotations
 
 import os
-from typing import IO, Any, Mapping
+from typing import IO, Any, Dict, Mapping, Tuple
+
+#: Each app/replica state's colour, one source for the CLI and the dashboard's CSS: as a rich style (tables, the
+#: live view) and as the same ANSI SGR code (line-by-line output, where a rich render per line would cost too
+#: much); states not listed stay unstyled.
+STATE_COLORS: Dict[str, Tuple[str, str]] = {
+    "SUCCEEDED": ("bold green", "1;32"),
+    "FAILED": ("bold red", "1;31"),
+    "CANCELLED": ("bold yellow", "1;33"),
+    "RUNNING": ("bold cyan", "1;36"),
+    "PENDING": ("blue", "34"),
+    "SUBMITTED": ("blue", "34"),
+    "UNSUBMITTED": ("dim", "2"),
+    "UNKNOWN": ("magenta", "35"),
+}
+#: rich style per state name.
+STATE_STYLES: Dict[str, str] = {state: style for state, (style, _) in STATE_COLORS.items()}
 
 
 def should_color(stream: IO[Any] | None, environ: Mapping[str, str] | None = None) -> bool:

@@ -353,26 +353,6 @@ def test_a_bad_run_option_is_one_line_saying_what_was_expected(env: Env) -> None
 # --- the pieces behind the commands, in-process (no scheduler needed) ---------------------------------------------
 
 
-def test_since_until_parsing() -> None:
-    from datetime import datetime, timedelta, timezone
-
-    from torchspec.cli.logs_cmd import parse_when
-    from torchspec.errors import UsageError
-
-    now = datetime(2024, 5, 1, 12, 0, 0)
-    assert parse_when("5m", now) == now - timedelta(minutes=5)
-    assert parse_when("1h30m", now) == now - timedelta(hours=1, minutes=30)
-    assert parse_when("90s", now) == now - timedelta(seconds=90)
-    assert parse_when("2d", now) == now - timedelta(days=2)
-    assert parse_when("2024-04-30T08:15:00", now) == datetime(2024, 4, 30, 8, 15)
-    utc = parse_when("2024-04-30T08:15:00Z", now)
-    assert utc.tzinfo is None  # converted to local time, as the scheduler expects naive datetimes
-    assert utc == datetime(2024, 4, 30, 8, 15, tzinfo=timezone.utc).astimezone().replace(tzinfo=None)
-    for bad in ("yesterday", "5 parsecs", "", "m5", "90", "1.5"):
-        with pytest.raises(UsageError):
-            parse_when(bad, now)
-
-
 def test_console_helpers_plain_and_stable() -> None:
     import io
 

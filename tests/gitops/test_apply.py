@@ -152,7 +152,7 @@ def test_identity_is_the_path_or_name_or_what_the_spec_declares(ws: Workspace) -
     assert "team/nightly (jobs/nightly.json)" in ws.run(*ws.apply_args("--plan", fmt="text")).stdout
     shown = ws.run("list", "-s", "local", "--show-labels", "-l", "torchspec.dev/apply-id=team/nightly")
     assert shown.stdout.count("\n") == 2 and "torchspec.dev/apply-file=jobs/declared.json" in shown.stdout
-    assert "no apps on local with those labels" in ws.run("list", "-s", "local", "-l", "nope").stderr
+    assert "no apps on local with label nope" in ws.run("list", "-s", "local", "-l", "nope").stderr
 
 
 def test_a_broken_file_is_not_submitted_and_the_others_are_unless_all_or_nothing(ws: Workspace) -> None:

@@ -19,6 +19,7 @@ import time
 import uuid
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, List
 
 import pytest
@@ -227,6 +228,7 @@ def test_concurrent_submits_statuses_and_cancels(name: str, tmp_path: pathlib.Pa
         "submit": lambda d: d.returncode == 0, "status": lambda d: d.returncode == 0,
         "cancel": lambda d: d.returncode == 0, "wait": cancelled}
     apps = apps_of(name)
+    before = datetime.now(timezone.utc) - timedelta(seconds=2)  # the engines' stamps have whole seconds
     handles = [d.stdout.strip() for d in phase("submit", [["submit", "-s", engine.scheduler, *cfg, str(spec)]] * apps)]
     assert len(set(handles)) == apps, f"{name}: {apps} submits gave {len(set(handles))} distinct handles"
     listed = subprocess.run([sys.executable, "-m", "torchspec", "list", "-s", engine.scheduler, *cfg, "--json"],
@@ -234,6 +236,9 @@ def test_concurrent_submits_statuses_and_cancels(name: str, tmp_path: pathlib.Pa
     assert listed.returncode == 0, listed.stderr
     ours = [a for a in json.loads(listed.stdout) if a["app_handle"] in set(handles)]
     assert len(ours) == apps, f"{name}: list shows {len(ours)} of the {apps} apps submitted"
+    # when each was created, as the engine recorded it (list --since and cancel --older-than compare it)
+    created = [datetime.fromisoformat(a["created"]) for a in ours]
+    assert all(before <= c <= datetime.now(timezone.utc) for c in created), (name, before, created)
     phase("status", [["status", h] for h in handles])
     phase("cancel", [["cancel", h] for h in handles])
     phase("wait", [["wait", h, "--timeout", str(PHASE_S)] for h in handles])

@@ -21,6 +21,7 @@ from torchspec.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     from torchspec.runner import Runner
+    from torchspec.runner.selection import Selection
 
 
 @contextlib.contextmanager
@@ -59,37 +60,53 @@ def dump_json(data: Any) -> None:
 # --- commands ----------------------------------------------------------------------------------------------------
 
 
+def selection_options(func: Any) -> Any:
+    """``-l``, ``--state``, ``--user`` and a time option: what ``list``, ``cancel`` and ``delete`` select apps by."""
+    for option in reversed([
+            click.option("-l", "--label", "labels", multiple=True, metavar="KEY[=VALUE]",
+                         help="Only apps carrying this label (with this value); repeatable, all must match."),
+            click.option("--state", "states", multiple=True, metavar="STATE[,STATE...]",
+                         help="Only apps in one of these states (RUNNING, PENDING, FAILED...); repeatable."),
+            click.option("--user", metavar="USER", help="Only apps this user submitted (from their provenance).")]):
+        func = option(func)
+    return func
+
+
 @click.command("list")
 @click.option("-s", "--scheduler", metavar="SCHEDULER",
               help="Scheduler to ask (default: the configured one, else local).")
 @click.option("-c", "--cfg", "cfg", metavar="KEY=VALUE,...",
               help="Run options, as submit takes them: list where those submit to (kubernetes: namespace, context).")
-@click.option("-l", "--label", "selectors", multiple=True, metavar="KEY[=VALUE]",
-              help="Only apps carrying this label (with this value); repeatable, all must match.")
+@selection_options
+@click.option("--since", metavar="TIME", help="Only apps created since then: a duration ago (30m, 2d) or ISO 8601.")
 @click.option("--show-labels", is_flag=True, help="Add a LABELS column: the app's labels (its metadata).")
-@output_option(("text", "json"), "text (a table) or json (a list of {app_handle, app_id, state, labels}).",
+@output_option(("text", "json"), "text (a table) or json (a list of {app_handle, app_id, state, created, labels}).",
                json_flag=True)
-def list_apps(scheduler: str | None, cfg: str | None, selectors: tuple[str, ...], show_labels: bool,
-              fmt: str) -> int:
-    """List the apps a scheduler knows about, newest last.
+def list_apps(scheduler: str | None, cfg: str | None, labels: tuple[str, ...], states: tuple[str, ...],
+              user: str | None, since: str | None, show_labels: bool, fmt: str) -> int:
+    """List the apps a scheduler knows about, oldest first.
 
     An app's labels are the metadata it was submitted with (torchspec apply
     puts the spec's identity and content hash there): `-l
     torchspec.dev/apply-id=jobs/train.yaml` finds what apply submitted for that file.
+    `--state`, `--user` and `--since` narrow the list the same way `cancel`
+    and `delete` select apps (the time is the engine's own record of when it
+    took the app; the user, who submitted it, from its provenance).
 
-    Exit codes: 0 ok, 2 unknown scheduler, or -l/--show-labels on a scheduler
-    that keeps no labels, 6 the scheduler's backend cannot be reached.
+    Exit codes: 0 ok (also when no app matches), 2 unknown scheduler, a bad
+    selection, or -l/--user/--show-labels on a scheduler that keeps no
+    labels, 6 the scheduler's backend cannot be reached.
     """
     from torchspec.cli import console
+    from torchspec.runner.selection import Selection, select
     from torchspec.schedulers.api import Capability
 
-    wanted = [s.partition("=") for s in selectors]
+    selection = Selection.parse(labels, states, user, since=since)
     with open_runner() as runner:
         name = runner.check_scheduler(scheduler)
-        if selectors or show_labels:
+        if labels or user or show_labels:
             runner.require(name, Capability.LABELS)
-        apps = [a for a in runner.list(name, runner.run_options(name, cfg) if cfg else None)
-                if all(k in a.labels and (not eq or a.labels[k] == v) for k, eq, v in wanted)]
+        apps = select(runner, name, selection, cfg)
     # ``name`` only where the scheduler reports one (TorchX's ListAppResponse has none; some backends add it)
     rows: list[dict[str, Any]] = []
     for a in apps:
@@ -97,12 +114,14 @@ def list_apps(scheduler: str | None, cfg: str | None, selectors: tuple[str, ...]
         app_name = getattr(a, "name", "")
         if app_name:
             rows[-1]["name"] = str(app_name)
+        rows[-1]["created"] = a.created.isoformat() if a.created else None
         rows[-1]["labels"] = dict(a.labels)
     if fmt == "json":
         dump_json(rows)
         return ExitCode.OK
     if not rows:
-        print(f"no apps on {name}" + (" with those labels" if wanted else ""), file=sys.stderr)
+        print(f"no apps on {name}" + (f" with {selection.describe()}" if not selection.is_empty() else ""),
+              file=sys.stderr)
         return ExitCode.OK
     headers = ["APP_HANDLE", "STATE"] + (["NAME"] if any("name" in r for r in rows) else [])
     cells = [[str(r.get(h.lower(), "")) for h in headers] for r in rows]
@@ -158,51 +177,163 @@ def describe(handle: str, fmt: str, show_all: bool) -> int:
     return ExitCode.OK
 
 
+def bulk_options(func: Any) -> Any:
+    """What ``cancel`` and ``delete`` take: handles, or a selection on one or more schedulers."""
+    for option in reversed([
+            click.argument("handles", nargs=-1, metavar="[HANDLE]..."),
+            click.option("-s", "--scheduler", "schedulers", multiple=True, metavar="SCHEDULER",
+                         help="With a selection: the scheduler to select on (default: the configured one); "
+                              "repeatable."),
+            click.option("-c", "--cfg", "cfg", metavar="KEY=VALUE,...",
+                         help="With a selection: run options naming where to look, as submit takes them."),
+            selection_options,
+            click.option("--older-than", metavar="DURATION",
+                         help="Only apps created before then: a duration ago (2d, 12h) or ISO 8601."),
+            click.option("-y", "--yes", is_flag=True, help="Do not ask first (needed where stdin is not a terminal)."),
+            click.option("--dry-run", is_flag=True, help="Only show the apps it would act on (on stdout).")]):
+        func = option(func)
+    return func
+
+
+def run_bulk(verb: str, handles: tuple[str, ...], schedulers: tuple[str, ...], cfg: str | None,
+             selection: "Selection", yes: bool, dry_run: bool) -> int:
+    """``cancel``/``delete``: one handle is acted on at once (its error raised, as any command's); several, or a
+    selection, are shown and confirmed first (:func:`_confirmed`), then acted on one by one, going on past those
+    that fail.  Exit 6 when a backend failed, else 2 when an app could not be acted on, else 0."""
+    from torchspec.errors import BackendError
+    from torchspec.runner.selection import act_on_each, cancel_one, delete_one
+
+    if handles and (not selection.is_empty() or schedulers or cfg):
+        raise UsageError(f"{verb}: name apps by handle or select them (-s, -c, -l, --state, --user, --older-than), "
+                         "not both")
+    if not handles and selection.is_empty():
+        raise UsageError(f"{verb}: name the apps, by handle or by a selection",
+                         f"e.g. torchspec {verb} HANDLE, or torchspec {verb} --state FAILED --older-than 7d")
+    one = cancel_one if verb == "cancel" else delete_one
+    failed: list[Exception] = []
+    with open_runner() as runner:
+        if len(handles) == 1 and not dry_run:
+            handle = runner.resolve_handle(handles[0])
+            _say(handle, one(runner, handle))
+            return ExitCode.OK
+        picked = _pick(runner, verb, handles, schedulers, cfg, selection, failed)
+        if picked and _confirmed(verb, picked, yes, dry_run):
+            for outcome in act_on_each([handle for handle, _ in picked], lambda h: one(runner, h)):
+                _say(outcome.handle, outcome.note, outcome.error)
+                if outcome.error is not None:
+                    failed.append(outcome.error)
+    if any(isinstance(e, BackendError) for e in failed):
+        return ExitCode.BACKEND
+    return ExitCode.USAGE if failed else ExitCode.OK
+
+
+def _pick(runner: "Runner", verb: str, handles: tuple[str, ...], schedulers: tuple[str, ...], cfg: str | None,
+          selection: "Selection", failed: list[Exception]) -> list[tuple[str, str]]:
+    """(handle, state where known) of each app to act on; what could not be read is said and added to
+    ``failed`` (a malformed handle, a scheduler that cannot be reached), and the rest still picked."""
+    from torchspec.errors import BackendError
+    from torchspec.runner.selection import act_on_each, select
+
+    if handles:
+        picked = []
+        for outcome in act_on_each(handles, runner.resolve_handle):
+            if outcome.error is None:
+                picked.append((outcome.note, ""))
+            else:
+                _say(outcome.handle, outcome.note, outcome.error)
+                failed.append(outcome.error)
+        return picked
+    picked = []
+    for name in schedulers or (None,):
+        try:
+            scheduler = runner.check_scheduler(name)
+            picked += [(app.app_handle, str(app.state)) for app in select(runner, scheduler, selection, cfg)]
+        except BackendError as e:
+            _say(name or "the default scheduler", e.message, e)
+            failed.append(e)
+    if not picked and not failed:
+        where = ", ".join(schedulers) or runner.check_scheduler(None)
+        print(f"no apps on {where} with {selection.describe()}: nothing to {verb}", file=sys.stderr)
+    return picked
+
+
+def _confirmed(verb: str, picked: list[tuple[str, str]], yes: bool, dry_run: bool) -> bool:
+    """Show the apps, then whether to go on: not with --dry-run (the list on stdout, for scripts), at once
+    with --yes, else the user's answer; where no one can answer (stdin not a terminal), a usage error."""
+    lines = [f"{handle}  {state}".rstrip() for handle, state in picked]
+    if dry_run:
+        print(f"{verb} would act on {len(picked)} app(s):", file=sys.stderr)
+        click.echo("\n".join(lines))
+        return False
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise UsageError(f"{verb}: not asking where stdin is not a terminal ({len(picked)} app(s) selected)",
+                         f"add --yes to {verb} them, or --dry-run to list them")
+    print("\n".join(lines), file=sys.stderr)
+    if click.confirm(f"{verb} these {len(picked)} app(s)?", default=False, err=True):
+        return True
+    print(f"nothing to {verb}: not confirmed", file=sys.stderr)
+    return False
+
+
+def _say(handle: str, note: str, error: Exception | None = None) -> None:
+    """One app's outcome on stderr: ``cancelled HANDLE``, ``HANDLE already ended: ...``, or its error."""
+    if error is not None:
+        from torchspec.cli import console
+
+        console.error(note if handle in note else f"{handle}: {note}", getattr(error, "hint", None))
+    elif note in ("cancelled", "deleted"):
+        print(f"{note} {handle}", file=sys.stderr)
+    else:
+        print(f"{handle} {note}", file=sys.stderr)
+
+
 @click.command()
-@click.argument("handle")
-def cancel(handle: str) -> int:
-    """Cancel an app: stop every replica and the processes they started.
+@bulk_options
+def cancel(handles: tuple[str, ...], schedulers: tuple[str, ...], cfg: str | None, labels: tuple[str, ...],
+           states: tuple[str, ...], user: str | None, older_than: str | None, yes: bool, dry_run: bool) -> int:
+    """Cancel apps: stop every replica and the processes they started.
+
+    Name one app by its handle, or several; or select them, on one or more
+    schedulers (`-s`), by label, state, user and age:
+    `torchspec cancel -s kubernetes --state PENDING --older-than 2h`.
+    Several apps are listed and confirmed first (`--yes` skips the question;
+    `--dry-run` only lists them); one that fails is reported and the others
+    are still cancelled.
 
     Returns once the scheduler has been told; `torchspec wait HANDLE` waits
     for the app to end (it then exits 5, CANCELLED). Cancelling an app that
     already ended does nothing.
 
-    Exit codes: 0 ok, 2 malformed or unknown handle, or unknown scheduler,
-    6 the scheduler's backend cannot be reached.
+    Exit codes: 0 ok (also when nothing matched), 2 malformed or unknown
+    handle, unknown scheduler, a bad selection, or several apps with no
+    --yes where stdin is not a terminal, 6 a scheduler's backend cannot be
+    reached.
     """
-    with open_runner() as runner:
-        handle = runner.resolve_handle(handle)
-        status = runner.require_status(handle)
-        if status.is_terminal():
-            print(f"{handle} already ended: {status.state}", file=sys.stderr)
-            return ExitCode.OK
-        runner.cancel(handle)
-    print(f"cancelled {handle}", file=sys.stderr)
-    return ExitCode.OK
+    from torchspec.runner.selection import Selection
+
+    selection = Selection.parse(labels, states, user, older_than=older_than)
+    return run_bulk("cancel", handles, schedulers, cfg, selection, yes, dry_run)
 
 
 @click.command()
-@click.argument("handle")
-def delete(handle: str) -> int:
-    """Remove an app: cancel it if it runs, then delete what the scheduler keeps of it.
+@bulk_options
+def delete(handles: tuple[str, ...], schedulers: tuple[str, ...], cfg: str | None, labels: tuple[str, ...],
+           states: tuple[str, ...], user: str | None, older_than: str | None, yes: bool, dry_run: bool) -> int:
+    """Remove apps: cancel each if it runs, then delete what the scheduler keeps of it.
 
     On docker that is the app's containers (with their logs) and its
-    network (volumes are never removed); on local, the app's folder.
+    network (volumes are never removed); on local, the app's folder. Apps are
+    named and selected as `cancel` takes them:
+    `torchspec delete -s local --state SUCCEEDED,FAILED --older-than 7d --yes`.
 
-    Exit codes: 0 ok, 2 malformed or unknown handle, unknown scheduler, or a
-    scheduler that cannot delete apps, 6 the scheduler's backend cannot be
-    reached or could not stop the app.
+    Exit codes: 0 ok (also when nothing matched), 2 malformed or unknown
+    handle, unknown scheduler, a scheduler that cannot delete apps, a bad
+    selection, or several apps with no --yes where stdin is not a terminal,
+    6 a scheduler's backend cannot be reached or could not stop the app.
     """
-    with open_runner() as runner:
-        handle = runner.resolve_handle(handle)
-        from torchspec.schedulers.api import Capability
+    from torchspec.runner.selection import Selection
 
-        runner.require(handle, Capability.DELETE, f"stop it with: torchspec cancel {handle}")
-        runner.require_status(handle)
-        try:
-            runner.delete(handle)
-        except NotImplementedError:
-            raise UsageError(f"the {handle.split('://', 1)[0]} scheduler cannot delete apps",
-                             f"stop it with: torchspec cancel {handle}") from None
-    print(f"deleted {handle}", file=sys.stderr)
-    return ExitCode.OK
+    selection = Selection.parse(labels, states, user, older_than=older_than)
+    return run_bulk("delete", handles, schedulers, cfg, selection, yes, dry_run)

@@ -14,6 +14,8 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TextIO
 
 from torchspec.errors import Diagnostic
+from torchspec.terminal import STATE_COLORS as _STATE_COLORS
+from torchspec.terminal import STATE_STYLES
 
 if TYPE_CHECKING:
     from torchspec.specs import AppStatus, ReplicaStatus
@@ -49,21 +51,6 @@ def diagnostics(found: Iterable[Diagnostic], stream: TextIO | None = None) -> No
 # Plain text is the contract (scripts and tests read it); colour is decoration
 # added on top only when the stream is a terminal and NO_COLOR is unset, so the
 # layout never depends on it.  rich is imported only on that coloured path.
-
-#: Each app/replica state's colour, as a rich style (tables, the live view) and as the same ANSI SGR code
-#: (line-by-line output, where a rich render per line would cost too much); states not listed stay unstyled.
-_STATE_COLORS: dict[str, tuple[str, str]] = {
-    "SUCCEEDED": ("bold green", "1;32"),
-    "FAILED": ("bold red", "1;31"),
-    "CANCELLED": ("bold yellow", "1;33"),
-    "RUNNING": ("bold cyan", "1;36"),
-    "PENDING": ("blue", "34"),
-    "SUBMITTED": ("blue", "34"),
-    "UNSUBMITTED": ("dim", "2"),
-    "UNKNOWN": ("magenta", "35"),
-}
-#: rich style per state name.
-STATE_STYLES: dict[str, str] = {state: style for state, (style, _) in _STATE_COLORS.items()}
 
 # ANSI colours for log prefixes: log lines are the hot path of ``logs -f``, so
 # they are coloured with plain escape codes rather than a rich render per line.

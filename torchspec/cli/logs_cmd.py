@@ -11,7 +11,7 @@ import re
 import sys
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, TextIO
 
 import click
@@ -26,50 +26,12 @@ if TYPE_CHECKING:
 
 STREAMS = ["stdout", "stderr", "combined"]
 
-_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(w|d|h|min|m|sec|s)")
-
-
 def parse_when(text: str, now: datetime | None = None) -> datetime:
-    """A point in time from ``--since``/``--until``: ISO 8601, or a duration back from now.
+    """A point in time from ``--since``/``--until`` (:func:`torchspec.times.parse_when`: ISO 8601, or a
+    duration back from now, ``5m``, ``1h30m``)."""
+    from torchspec.times import parse_when as parse
 
-    Durations are ``90s``, ``5m``, ``1h``, ``2d``, ``1w`` or combinations such
-    as ``1h30m``, because "the last five minutes" is what people mean most of
-    the time.  A bare number is refused: ``--since 5`` read as seconds showed
-    nothing, and whoever typed it meant minutes as often.  ISO timestamps without a zone are
-    local time; ones with a zone are converted to local time, so the
-    scheduler always compares like with like (naive local datetimes).
-    """
-    try:
-        return _parse_when(text, now)
-    except (OverflowError, ValueError) as e:
-        if isinstance(e, click.BadParameter):
-            raise
-        raise click.BadParameter(f"{text!r} is out of range ({e})") from None
-
-
-def _parse_when(text: str, now: datetime | None) -> datetime:
-    value = text.strip()
-    now = now or datetime.now()
-    if value.lower() == "now":
-        return now
-    if re.fullmatch(r"\d+(?:\.\d+)?", value):
-        raise UsageError(f"{text!r} has no unit", f"give one: {value}s, {value}m, {value}h or {value}d (seconds,"
-                         " minutes, hours or days ago), or an ISO 8601 time")
-    compact = value.replace(" ", "").lower()
-    if compact and _DURATION_RE.sub("", compact) == "":
-        seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION_RE.findall(compact))
-        return now - timedelta(seconds=seconds)
-    iso = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
-    try:
-        when = datetime.fromisoformat(iso)
-    except ValueError:
-        raise UsageError(f"cannot read {text!r} as a time",
-                         "use an ISO 8601 timestamp (2024-05-01T12:00:00) or a duration back from now "
-                         "(30s, 5m, 1h, 2d, 1h30m)") from None
-    if when.tzinfo is not None:
-        when = when.astimezone().replace(tzinfo=None)
-    return when
+    return parse(text, now)
 
 
 class _When(click.ParamType):

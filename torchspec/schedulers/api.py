@@ -132,6 +132,9 @@ class ListAppResponse:
     #: where the app came from, the summary its provenance label carries (the runner fills it in from the
     #: labels, and takes the label off them); None where the app has none
     provenance: Optional[Dict[str, Any]] = None
+    #: when the engine took the app (aware, UTC), as the engine itself records it, so ``list --since`` and
+    #: ``cancel --older-than`` agree on every machine; None where the engine does not say
+    created: Optional[datetime] = None
 
 
 T = TypeVar("T")

@@ -189,8 +189,8 @@ async def log_older(board: Dashboard, request: Request) -> Response:
 
 
 async def states_css(board: Dashboard, request: Request) -> Response:
-    """The state colours the terminal uses (``cli.console.STATE_STYLES``), as CSS: one source for both."""
-    from torchspec.cli.console import STATE_STYLES
+    """The state colours the terminal uses (``terminal.STATE_STYLES``), as CSS: one source for both."""
+    from torchspec.terminal import STATE_STYLES
 
     rules = []
     for state, style in STATE_STYLES.items():

@@ -87,14 +87,12 @@ def parse_since(text: Optional[str]) -> Optional[datetime]:
     """``since`` as ``torchspec logs --since`` reads it (``5m``, ``1h30m``, ISO 8601); a UsageError if not."""
     if text is None:
         return None
-    from torchspec.cli.logs_cmd import parse_when
+    from torchspec.times import parse_when
 
     try:
         return parse_when(text)
-    except UsageError:
-        raise
-    except Exception as e:  # noqa: BLE001 - click's BadParameter for a time out of range
-        raise UsageError(f"since: {getattr(e, 'message', None) or e}") from None
+    except UsageError as e:
+        raise UsageError(f"since: {e.message}", e.hint) from None
 
 
 def shown(line: str) -> str:

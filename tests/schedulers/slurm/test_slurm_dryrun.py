@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from datetime import datetime, timezone
 
 import pytest
 import skips
@@ -203,6 +204,7 @@ def test_labels_go_into_the_comment_after_the_log_root_and_come_back(img) -> Non
     assert comment.startswith("torchspec:/logs labels:") and comment.endswith(" nightly run")
     labels = {"torchspec.dev/apply-id": "jobs/a b.yaml"}
     assert comment_labels(comment) == labels and view_from_scontrol({"Comment": comment}).labels == labels
-    assert parse_squeue_list(f"12|RUNNING|{comment}\n13|RUNNING|torchspec:/logs user words\n") == [
-        ("12", AS.RUNNING, labels), ("13", AS.RUNNING, {})]
+    listed = f"12|RUNNING|2026-11-28T10:00:00|{comment}\n13|RUNNING|Unknown|torchspec:/logs user | words\n"
+    local = datetime(2026, 11, 28, 10, 0).astimezone(timezone.utc)  # squeue prints its local time, no zone
+    assert parse_squeue_list(listed) == [("12", AS.RUNNING, labels, local), ("13", AS.RUNNING, {}, None)]
     assert comment_labels("labels:xyz") == {} and "labels:" not in script(specs.AppDef("b", [role(img)]))

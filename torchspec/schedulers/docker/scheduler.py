@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, TypeVar, cast
 
 from torchspec.errors import BackendError, MissingExtraError, NotFoundError, UnreachableError
+from torchspec.times import utc_from_epoch
 from torchspec.schedulers.api import (
     IMAGE_ID_PREFIX,
     Capability,
@@ -338,7 +339,8 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
         for app_id in sorted(first_seen, key=lambda a: (first_seen[a], a)):
             view = read_app(client, app_id)
             if view.containers:
-                found.append(ListAppResponse(app_id=app_id, state=view.state, labels=_app_labels(view)))
+                found.append(ListAppResponse(app_id=app_id, state=view.state, labels=_app_labels(view),
+                                             created=utc_from_epoch(first_seen[app_id])))
         return found
 
     @_engine_call

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from torchspec.errors import BackendError, NotFoundError
+from torchspec.times import utc_from_iso
 from torchspec.schedulers.api import (
     Capability,
     DescribeAppResponse,
@@ -345,7 +346,8 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
             _, flavor, top = found[name]
             view = self._view(name, namespace, context, flavor, top, pods.get(name, []))
             if view.exists:
-                out.append(ListAppResponse(app_id=view.full_id, state=view.state, labels=view.labels))
+                out.append(ListAppResponse(app_id=view.full_id, state=view.state, labels=view.labels,
+                                           created=utc_from_iso(found[name][0])))
         return out
 
     def exists(self, app_id: str) -> bool:

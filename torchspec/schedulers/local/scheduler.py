@@ -77,6 +77,7 @@ from torchspec.schedulers.filewatch import FileWatch, FolderWatch
 from torchspec.schedulers.logfile import LineParser, follow_lines
 from torchspec.schedulers.replicas import make_app_id
 from torchspec.schedulers.state_dir import default_state_dir
+from torchspec.times import utc_from_iso
 from torchspec.specs import NONE, AppDef, AppDryRunInfo, AppState, CfgVal, Role, RoleStatus, runopts
 
 #: What ``schedule`` starts, detached, for each app.
@@ -270,7 +271,8 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
                 continue
             found.append((state.get("submitted_at", ""), name, app_state(state.get("state")),
                           dict(state.get("labels") or {})))
-        return [ListAppResponse(app_id=name, state=st, labels=labels) for _, name, st, labels in sorted(found)]
+        return [ListAppResponse(app_id=name, state=st, labels=labels, created=utc_from_iso(submitted))
+                for submitted, name, st, labels in sorted(found)]
 
     # -- cancelling ---------------------------------------------------------
 

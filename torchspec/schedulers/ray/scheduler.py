@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from torchspec.errors import AppRefusedError, BackendError, NotFoundError
+from torchspec.times import utc_from_epoch
 from torchspec.schedulers.api import (
     Capability,
     DescribeAppResponse,
@@ -153,7 +154,8 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
         jobs = self.cluster(address, timeout).call("list_jobs")
         ours = sorted((j for j in jobs if META_APP in (j.metadata or {}) and j.submission_id),
                       key=lambda j: j.start_time or 0)
-        return [ListAppResponse(app_id=make_app_id(address, j.submission_id), state=job_state(j.status)) for j in ours]
+        return [ListAppResponse(app_id=make_app_id(address, j.submission_id), state=job_state(j.status),
+                                created=utc_from_epoch((j.start_time or 0) / 1000)) for j in ours]
 
     # -- cancelling ------------------------------------------------------------------
 

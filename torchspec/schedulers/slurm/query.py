@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from torchspec.schedulers.api import decode_labels
 from torchspec.schedulers.slurm.states import COMMENT_LABELS, COMMENT_PREFIX, STATE_WORDS, slurm_state
 from torchspec.specs import AppState
+from torchspec.times import utc_from_iso
 
 
 @dataclass
@@ -133,19 +135,23 @@ def parse_sacct(text: str) -> List[JobView]:
     return sorted(views, key=lambda v: v.offset)
 
 
-def parse_squeue_list(text: str) -> List[Tuple[str, AppState, Dict[str, str]]]:
-    """``squeue -h -o %i|%T|%k`` output -> (job id, state, labels) of each job torchspec submitted, oldest first.
+#: ``squeue -o``'s format for :func:`parse_squeue_list`: the comment last, as it may hold ``|``.
+SQUEUE_LIST_FORMAT = "%i|%T|%V|%k"
+
+
+def parse_squeue_list(text: str) -> List[Tuple[str, AppState, Dict[str, str], Optional[datetime]]]:
+    """``squeue -h -o`` :data:`SQUEUE_LIST_FORMAT` output -> (job id, state, labels, submit time in UTC) of each
+    job torchspec submitted, oldest first.  squeue prints the submit time in its own local time, with no zone.
 
     A het job is listed once, by its leader (offset 0).
     """
-    found: Dict[str, Tuple[str, AppState, Dict[str, str]]] = {}
+    found: Dict[str, Tuple[str, AppState, Dict[str, str], Optional[datetime]]] = {}
     for line in text.splitlines():
-        job, _, rest = line.partition("|")
-        state, _, comment = rest.partition("|")
+        job, state, submitted, comment = (line.split("|", 3) + ["", "", ""])[:4]
         leader, _, offset = job.strip().partition("+")
         if not comment.startswith(COMMENT_PREFIX) or offset not in ("", "0"):
             continue
-        found[leader] = (leader, slurm_state(state), comment_labels(comment))
+        found[leader] = (leader, slurm_state(state), comment_labels(comment), utc_from_iso(submitted))
     return [found[job] for job in sorted(found, key=int)]
 
 

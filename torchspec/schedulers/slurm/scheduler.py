@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from torchspec.errors import BackendError, NotFoundError
+from torchspec.times import utc_from_epoch
 from torchspec.schedulers.api import (
     Capability,
     DescribeAppResponse,
@@ -48,6 +49,7 @@ from torchspec.schedulers.slurm.options import slurm_run_opts
 from torchspec.schedulers.slurm.secrets import sbatch_env
 from torchspec.schedulers.slurm.query import (
     SACCT_FIELDS,
+    SQUEUE_LIST_FORMAT,
     JobView,
     first_line,
     forgotten_job_state,
@@ -61,7 +63,7 @@ from torchspec.schedulers.slurm.query import (
     view_from_json,
     view_from_scontrol,
 )
-from torchspec.schedulers.slurm.states import TERMINAL, is_job_id
+from torchspec.schedulers.slurm.states import SPEC_FILE, TERMINAL, is_job_id
 from torchspec.schedulers.slurm.translate import SlurmBatchRequest, app_to_request
 from torchspec.specs import (
     NONE,
@@ -292,14 +294,15 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         """The user's jobs that torchspec submitted (comment ``torchspec:...``), oldest first: those Slurm
         knows, then those it forgot (``MinJobAge`` after they ended) whose log folder is still in the default
         log root, with the state their replicas' exit codes tell and the labels of their spec."""
-        out = self._run(["squeue", "-h", "-t", "all", "-u", getpass.getuser(), "-o", "%i|%T|%k"]).stdout
-        apps = {j: ListAppResponse(app_id=j, state=s, labels=labels) for j, s, labels in parse_squeue_list(out)}
+        out = self._run(["squeue", "-h", "-t", "all", "-u", getpass.getuser(), "-o", SQUEUE_LIST_FORMAT]).stdout
+        apps = {j: ListAppResponse(app_id=j, state=s, labels=labels, created=when)
+                for j, s, labels, when in parse_squeue_list(out)}
         for job_id, job_dir in kept_job_dirs():
             spec = read_spec(job_dir)
             if job_id not in apps and spec:
                 _, _, states = _role_statuses(_layout([], _rebuild_roles(job_id, spec), spec, job_dir), job_dir)
                 apps[job_id] = ListAppResponse(app_id=job_id, state=forgotten_job_state(states),
-                                               labels=_spec_labels(spec))
+                                               labels=_spec_labels(spec), created=_written_at(job_dir))
         return [apps[j] for j in sorted(apps, key=int)]
 
     # -- cancelling and deleting -------------------------------------------------
@@ -389,6 +392,14 @@ def _rebuild_roles(app_id: str, spec: Optional[Dict[str, Any]]) -> List[Role]:
     except (KeyError, TypeError, ValueError) as e:
         logger.debug("cannot rebuild the roles of %s: %s", app_id, e)
         return []
+
+
+def _written_at(job_dir: str) -> Optional[datetime]:
+    """When a job Slurm forgot was submitted: when sbatch's caller wrote its spec into the job's log folder."""
+    try:
+        return utc_from_epoch(os.stat(os.path.join(job_dir, SPEC_FILE)).st_mtime)
+    except OSError:
+        return None
 
 
 def _spec_labels(spec: Optional[Dict[str, Any]]) -> Dict[str, str]:
