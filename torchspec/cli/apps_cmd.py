@@ -67,7 +67,8 @@ def selection_options(func: Any) -> Any:
                          help="Only apps carrying this label (with this value); repeatable, all must match."),
             click.option("--state", "states", multiple=True, metavar="STATE[,STATE...]",
                          help="Only apps in one of these states (RUNNING, PENDING, FAILED...); repeatable."),
-            click.option("--user", metavar="USER", help="Only apps this user submitted (from their provenance).")]):
+            click.option("--user", metavar="USER", help="Only apps this user submitted (from their provenance)."),
+            click.option("--sweep", metavar="ID", help="Only the apps of this sweep (submit --sweep prints its id).")]):
         func = option(func)
     return func
 
@@ -83,7 +84,7 @@ def selection_options(func: Any) -> Any:
 @output_option(("text", "json"), "text (a table) or json (a list of {app_handle, app_id, state, created, labels}).",
                json_flag=True)
 def list_apps(scheduler: str | None, cfg: str | None, labels: tuple[str, ...], states: tuple[str, ...],
-              user: str | None, since: str | None, show_labels: bool, fmt: str) -> int:
+              user: str | None, sweep: str | None, since: str | None, show_labels: bool, fmt: str) -> int:
     """List the apps a scheduler knows about, oldest first.
 
     An app's labels are the metadata it was submitted with (torchspec apply
@@ -101,10 +102,10 @@ def list_apps(scheduler: str | None, cfg: str | None, labels: tuple[str, ...], s
     from torchspec.runner.selection import Selection, select
     from torchspec.schedulers.api import Capability
 
-    selection = Selection.parse(labels, states, user, since=since)
+    selection = Selection.parse(labels, states, user, since=since, sweep=sweep)
     with open_runner() as runner:
         name = runner.check_scheduler(scheduler)
-        if labels or user or show_labels:
+        if labels or user or sweep or show_labels:
             runner.require(name, Capability.LABELS)
         apps = select(runner, name, selection, cfg)
     # ``name`` only where the scheduler reports one (TorchX's ListAppResponse has none; some backends add it)
@@ -204,8 +205,8 @@ def run_bulk(verb: str, handles: tuple[str, ...], schedulers: tuple[str, ...], c
     from torchspec.runner.selection import act_on_each, cancel_one, delete_one
 
     if handles and (not selection.is_empty() or schedulers or cfg):
-        raise UsageError(f"{verb}: name apps by handle or select them (-s, -c, -l, --state, --user, --older-than), "
-                         "not both")
+        raise UsageError(f"{verb}: name apps by handle or select them (-s, -c, -l, --state, --user, --sweep, "
+                         "--older-than), not both")
     if not handles and selection.is_empty():
         raise UsageError(f"{verb}: name the apps, by handle or by a selection",
                          f"e.g. torchspec {verb} HANDLE, or torchspec {verb} --state FAILED --older-than 7d")
@@ -233,6 +234,7 @@ def _pick(runner: "Runner", verb: str, handles: tuple[str, ...], schedulers: tup
     ``failed`` (a malformed handle, a scheduler that cannot be reached), and the rest still picked."""
     from torchspec.errors import BackendError
     from torchspec.runner.selection import act_on_each, select
+    from torchspec.schedulers.api import Capability
 
     if handles:
         picked = []
@@ -247,6 +249,8 @@ def _pick(runner: "Runner", verb: str, handles: tuple[str, ...], schedulers: tup
     for name in schedulers or (None,):
         try:
             scheduler = runner.check_scheduler(name)
+            if selection.labels or selection.user:
+                runner.require(scheduler, Capability.LABELS)
             picked += [(app.app_handle, str(app.state)) for app in select(runner, scheduler, selection, cfg)]
         except BackendError as e:
             _say(name or "the default scheduler", e.message, e)
@@ -292,7 +296,8 @@ def _say(handle: str, note: str, error: Exception | None = None) -> None:
 @click.command()
 @bulk_options
 def cancel(handles: tuple[str, ...], schedulers: tuple[str, ...], cfg: str | None, labels: tuple[str, ...],
-           states: tuple[str, ...], user: str | None, older_than: str | None, yes: bool, dry_run: bool) -> int:
+           states: tuple[str, ...], user: str | None, sweep: str | None, older_than: str | None, yes: bool,
+           dry_run: bool) -> int:
     """Cancel apps: stop every replica and the processes they started.
 
     Name one app by its handle, or several; or select them, on one or more
@@ -313,14 +318,15 @@ def cancel(handles: tuple[str, ...], schedulers: tuple[str, ...], cfg: str | Non
     """
     from torchspec.runner.selection import Selection
 
-    selection = Selection.parse(labels, states, user, older_than=older_than)
+    selection = Selection.parse(labels, states, user, older_than=older_than, sweep=sweep)
     return run_bulk("cancel", handles, schedulers, cfg, selection, yes, dry_run)
 
 
 @click.command()
 @bulk_options
 def delete(handles: tuple[str, ...], schedulers: tuple[str, ...], cfg: str | None, labels: tuple[str, ...],
-           states: tuple[str, ...], user: str | None, older_than: str | None, yes: bool, dry_run: bool) -> int:
+           states: tuple[str, ...], user: str | None, sweep: str | None, older_than: str | None, yes: bool,
+           dry_run: bool) -> int:
     """Remove apps: cancel each if it runs, then delete what the scheduler keeps of it.
 
     On docker that is the app's containers (with their logs) and its
@@ -335,5 +341,5 @@ def delete(handles: tuple[str, ...], schedulers: tuple[str, ...], cfg: str | Non
     """
     from torchspec.runner.selection import Selection
 
-    selection = Selection.parse(labels, states, user, older_than=older_than)
+    selection = Selection.parse(labels, states, user, older_than=older_than, sweep=sweep)
     return run_bulk("delete", handles, schedulers, cfg, selection, yes, dry_run)

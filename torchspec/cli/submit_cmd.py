@@ -145,9 +145,11 @@ def _prepare(runner: "Runner", scheduler: str | None, cfg_str: str | None) -> tu
 @submission_options
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the app to end; the exit code says how it ended.")
 @click.option("--log", is_flag=True, help="Stream every replica's logs (on stderr) until the app ends; implies --wait.")
+@click.option("--sweep", "sweep", multiple=True, metavar="PARAM=V1,V2,...",
+              help="Submit one app per combination of these param values (repeatable: the grid); prints each handle.")
 def submit(ctx: click.Context, component: str | None, component_args: tuple[str, ...], scheduler: str | None,
            cfg: str | None, params: tuple[str, ...], params_file: str | None, template_paths: tuple[str, ...],
-           workspace: str | None, app_name: str | None, wait_: bool, log: bool) -> int:
+           workspace: str | None, app_name: str | None, wait_: bool, log: bool, sweep: tuple[str, ...]) -> int:
     """Submit FILE (a spec) or COMPONENT (a built-in such as utils.echo) and print its app handle.
 
     FILE.py:FUNCTION is a TorchX-style Python component: its arguments follow
@@ -157,6 +159,12 @@ def submit(ctx: click.Context, component: str | None, component_args: tuple[str,
     Only the handle goes to stdout, so `H=$(torchspec submit job.yaml)` works.
     Without -s the app runs on the configured default scheduler, else on
     local. With --wait or --log the command stays until the app ends.
+
+    `--sweep lr=1e-4,3e-4 --sweep batch=32,64` submits one app per point of
+    the grid (here 4), each named for its point and labelled with the
+    sweep's id (printed on stderr; `list`, `cancel` and `delete` take
+    `--sweep ID`), one handle per line. Every point is checked first: a
+    point that cannot run stops the sweep before anything is submitted.
 
     Exit codes: 0 submitted (with --wait/--log: the app SUCCEEDED), 1 spec
     error, 2 usage error (unknown scheduler or component, bad -c or -p),
@@ -172,6 +180,9 @@ def submit(ctx: click.Context, component: str | None, component_args: tuple[str,
         name, run_cfg = _prepare(runner, scheduler, cfg)
         _require(runner, name, workspace=workspace, follow=log)
         args = _component_args(ctx, component, component_args, params)
+        if sweep:
+            return _submit_sweep(runner, component, args, sweep, name, run_cfg, wait_ or log, workspace=workspace,
+                                 params_file=params_file, app_name=app_name, template_paths=template_paths)
         with _build_progress(workspace):
             handle = runner.run_component(component, args, name, run_cfg, workspace=workspace,
                                           params_file=params_file, app_name=app_name,
@@ -191,6 +202,30 @@ def submit(ctx: click.Context, component: str | None, component_args: tuple[str,
     if log:
         print(f"{handle} {status.state}", file=sys.stderr)
     return for_app_state(status.state)
+
+
+def _submit_sweep(runner: "Runner", component: str, args: Any, words: tuple[str, ...], scheduler: str,
+                  cfg: dict[str, "CfgVal"], follow: bool, **load: Any) -> int:
+    """Every point dry-run first, then each submitted, its handle printed as it goes; a failure part way says
+    how many went (their handles are on stdout already)."""
+    from torchspec.errors import TorchSpecError, UsageError
+    from torchspec.runner.sweep import SWEEP_LABEL, Sweep, dryrun_sweep
+
+    if follow:
+        raise UsageError("--wait and --log follow one app; a sweep submits several",
+                         "follow them with: torchspec list --sweep ID, and torchspec wait HANDLE")
+    with _build_progress(load.get("workspace")):
+        infos = dryrun_sweep(runner, component, args, Sweep.parse(words), scheduler, cfg, **load)
+    sweep_id = infos[0]._app.metadata[SWEEP_LABEL] if infos[0]._app else "?"
+    print(f"sweep {sweep_id}: {len(infos)} apps", file=sys.stderr)
+    for done, info in enumerate(infos):
+        try:
+            click.echo(runner.schedule(info))
+        except TorchSpecError:
+            print(f"sweep {sweep_id}: {done} of {len(infos)} apps submitted before this error", file=sys.stderr)
+            raise
+        sys.stdout.flush()
+    return ExitCode.OK
 
 
 @click.command(cls=ComponentCommand)

@@ -47,15 +47,17 @@ class Selection:
 
     @classmethod
     def parse(cls, labels: Iterable[str] = (), states: Iterable[str] = (), user: Optional[str] = None,
-              since: Optional[str] = None, older_than: Optional[str] = None,
+              since: Optional[str] = None, older_than: Optional[str] = None, sweep: Optional[str] = None,
               now: Optional[datetime] = None) -> "Selection":
         """From the command line's words; a UsageError naming the option and what it takes for a bad one.
 
         ``states`` may hold commas (``--state RUNNING,PENDING``); ``since`` is a time or a duration back from
         now; ``older_than`` a duration (``2d``) or a time."""
+        from torchspec.runner.sweep import SWEEP_LABEL
+
         now = now or datetime.now(timezone.utc)
-        said: List[str] = []
-        pairs = []
+        said: List[str] = [f"sweep {sweep}"] if sweep else []
+        pairs: List[Tuple[str, Optional[str]]] = [(SWEEP_LABEL, sweep)] if sweep else []
         for text in labels:
             key, eq, value = text.partition("=")
             if not key:

@@ -1,0 +1,64 @@
+"""``submit --sweep`` through the real entry point on ``local``: one app per point, named for it, its params in its
+provenance; ``list``/``cancel --sweep ID``; a bad sweep or a point that cannot run submits nothing."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import pytest
+
+from test_lifecycle import Env
+
+OK, SPEC_ERROR, USAGE = 0, 1, 2
+
+SPEC = {"params": {"lr": {"type": "number", "default": 0.1}, "batch": {"type": "integer", "default": 8}},
+        "name": "train", "roles": [{"name": "w", "image": "/tmp", "entrypoint": sys.executable,
+                                    "args": ["-c", "import time; print('lr={{ lr }} batch={{ batch }}'); "
+                                                   "time.sleep(600)"]}]}
+
+
+@pytest.fixture
+def env(tmp_path: pathlib.Path) -> Env:
+    (tmp_path / "train.yaml").write_text(json.dumps(SPEC))
+    return Env(tmp_path)
+
+
+def listed(env: Env, *args: str) -> list:
+    r = env.run("list", "-s", "local", "-o", "json", *args)
+    assert r.returncode == OK, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_sweep_submits_the_grid_and_is_one_thing_to_list_and_cancel(env: Env) -> None:
+    r = env.run("submit", "-s", "local", "train.yaml", "--sweep", "lr=1e-4,3e-4", "--sweep", "batch=32,64")
+    assert r.returncode == OK, r.stderr
+    handles = r.stdout.split()
+    names = [h.rsplit("/", 1)[1].rsplit("-", 1)[0] for h in handles]
+    assert names == ["train-lr-1e-4-batch-32", "train-lr-1e-4-batch-64", "train-lr-3e-4-batch-32",
+                     "train-lr-3e-4-batch-64"]
+    sweep_id = r.stderr.split()[1].rstrip(":")
+    assert r.stderr.startswith(f"sweep {sweep_id}: 4 apps")
+    assert [a["app_handle"] for a in listed(env, "--sweep", sweep_id)] == handles
+    described = env.run("describe", handles[1])
+    assert "# params: batch=64, lr=1e-4" in described.stdout and "name: train-lr-1e-4-batch-64" in described.stdout
+    env.run("submit", "-s", "local", "train.yaml")  # not of the sweep: left alone
+    r = env.run("cancel", "--sweep", sweep_id, "--yes")
+    assert r.returncode == OK and r.stderr.splitlines() == [f"cancelled {h}" for h in handles]
+    assert sorted(a["state"] for a in listed(env)) == ["CANCELLED"] * 4 + ["RUNNING"]
+    env.run("cancel", "--state", "RUNNING", "--yes")
+
+
+@pytest.mark.parametrize("args, code, said", [
+    (["--sweep", "lr="], USAGE, "needs one or more values"),
+    (["--sweep", "lrr=1,2"], USAGE, "did you mean 'lr'?"),
+    (["--sweep", "lr=1", "--sweep", "lr=2"], USAGE, "given twice"),
+    (["--sweep", "lr=1,2", "-p", "lr=3"], USAGE, "given by -p and swept"),
+    (["--sweep", "lr=1,2", "--wait"], USAGE, "a sweep submits several"),
+    (["--sweep", "batch=1,2,x"], SPEC_ERROR, "'x' is not an integer"),  # the third point: none submitted
+])
+def test_a_bad_sweep_submits_nothing(env: Env, args: list, code: int, said: str) -> None:
+    r = env.run("submit", "-s", "local", "train.yaml", *args)
+    assert r.returncode == code and said in r.stderr, r.stderr
+    assert r.stdout == "" and listed(env) == []
