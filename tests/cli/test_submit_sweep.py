@@ -62,3 +62,26 @@ def test_a_bad_sweep_submits_nothing(env: Env, args: list, code: int, said: str)
     r = env.run("submit", "-s", "local", "train.yaml", *args)
     assert r.returncode == code and said in r.stderr, r.stderr
     assert r.stdout == "" and listed(env) == []
+
+
+def test_status_and_wait_take_a_sweep(env: Env) -> None:
+    (env.tmp / "ends.yaml").write_text(json.dumps({
+        "params": {"code": {"type": "integer", "default": 0}}, "name": "ends",
+        "roles": [{"name": "w", "image": "/tmp", "entrypoint": sys.executable,
+                   "args": ["-c", "import sys, time; time.sleep(1); sys.exit({{ code }})"]}]}))
+    r = env.run("submit", "-s", "local", "ends.yaml", "--sweep", "code=0,3")
+    assert r.returncode == OK, r.stderr
+    handles, sweep_id = r.stdout.split(), r.stderr.split()[1].rstrip(":")
+    r = env.run("wait", "--sweep", sweep_id, "--timeout", "120")
+    assert r.returncode == 4 and r.stdout.splitlines() == [f"{handles[0]} SUCCEEDED", f"{handles[1]} FAILED"]
+    r = env.run("wait", *handles)
+    assert r.returncode == 4 and r.stdout.splitlines() == [f"{handles[0]} SUCCEEDED", f"{handles[1]} FAILED"]
+    r = env.run("status", "--sweep", sweep_id, "-o", "json")
+    assert r.returncode == OK and [(a["app_handle"], a["state"]) for a in json.loads(r.stdout)] == [
+        (handles[0], "SUCCEEDED"), (handles[1], "FAILED")]
+    text = env.run("status", "--sweep", sweep_id).stdout
+    assert text.count("app:") == 2 and all(h in text for h in handles)
+    for args in (["status"], ["status", handles[0], "--sweep", sweep_id], ["wait"], ["wait", handles[0], "--sweep", "x"]):
+        assert env.run(*args).returncode == USAGE
+    r = env.run("wait", "--sweep", "sw-nothing")
+    assert r.returncode == USAGE and "no apps of sweep sw-nothing on local" in r.stderr

@@ -15,15 +15,20 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("handle")
+@click.argument("handle", required=False)
 @output_option(("text", "json"), "text (a table) or json ({app_handle, state, num_restarts, msg, roles: [{role, "
-                                 "replicas: [...]}]}).", json_flag=True)
+                                 "replicas: [...]}]}; a list of them with --sweep).", json_flag=True)
 @click.option("-r", "--role", "roles", multiple=True, metavar="ROLE", help="Only these roles (repeatable).")
-def status(handle: str, fmt: str, roles: tuple[str, ...]) -> int:
+@click.option("--sweep", metavar="ID", help="Every app of this sweep instead of one app (submit --sweep prints it).")
+@click.option("-s", "--scheduler", "schedulers", multiple=True, metavar="SCHEDULER",
+              help="With --sweep: the scheduler it was submitted to (default: the configured one); repeatable.")
+def status(handle: str | None, fmt: str, roles: tuple[str, ...], sweep: str | None, schedulers: tuple[str, ...]
+           ) -> int:
     """Show the state of an app and of each replica of each role.
 
     The table gives each replica's state, exit code, restarts, host and the
-    error message it left, if any.
+    error message it left, if any. `--sweep ID` shows every app of a sweep,
+    one table each.
 
     Exit codes: 0 ok (whatever the app's state), 2 malformed or unknown
     handle, or unknown scheduler, 6 the scheduler's backend cannot be
@@ -31,15 +36,22 @@ def status(handle: str, fmt: str, roles: tuple[str, ...]) -> int:
     says how the app ended.
     """
     from torchspec.cli import console
+    from torchspec.errors import UsageError
+    from torchspec.runner.selection import sweep_handles
 
+    if (handle is None) == (sweep is None) or (schedulers and not sweep):
+        raise UsageError("status: name one app by its handle, or a sweep with --sweep ID (and -s)")
     with open_runner() as runner:
-        handle = runner.resolve_handle(handle)
-        app_status = runner.require_status(handle)
-        recorded = runner.provenance(handle) if fmt == "json" else None
+        handles = [runner.resolve_handle(handle)] if handle else sweep_handles(runner, str(sweep), schedulers)
+        found = [(h, runner.require_status(h), runner.provenance(h) if fmt == "json" else None) for h in handles]
     if fmt == "json":
-        dump_json({**status_json(handle, app_status, list(roles) or None), "provenance": recorded})
+        data = [{**status_json(h, s, list(roles) or None), "provenance": p} for h, s, p in found]
+        dump_json(data if sweep else data[0])
         return ExitCode.OK
-    console.print_status(handle, app_status, list(roles) or None)
+    for number, (h, app_status, _) in enumerate(found):
+        if number:
+            print()
+        console.print_status(h, app_status, list(roles) or None)
     return ExitCode.OK
 
 

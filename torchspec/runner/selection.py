@@ -122,6 +122,19 @@ def select(runner: "Runner", scheduler: str, selection: Selection, cfg: Optional
     return [app for app in runner.list(scheduler, options) if selection.matches(app)]
 
 
+def sweep_handles(runner: "Runner", sweep: str, schedulers: Sequence[str] = ()) -> List[str]:
+    """The handles of every app of sweep ``sweep`` on ``schedulers`` (default: the configured one), oldest first;
+    a UsageError where there is none."""
+    picked = Selection.parse(sweep=sweep)
+    handles = [app.app_handle for name in (list(schedulers) or [None])
+               for app in select(runner, runner.check_scheduler(name), picked)]
+    if not handles:
+        where = ", ".join(schedulers) or runner.check_scheduler(None)
+        raise UsageError(f"no apps of sweep {sweep} on {where}",
+                         f"list them with: torchspec list --sweep {sweep} -s SCHEDULER")
+    return handles
+
+
 @dataclass
 class Outcome:
     """What happened to one app of a bulk command."""
