@@ -28,6 +28,24 @@ _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 
 
+def is_elastic(role: "Role") -> bool:
+    """Whether the role may run with fewer nodes than it asks for (``min_replicas``, dist.ddp's ``j=1:4x2``)."""
+    return role.min_replicas is not None and role.min_replicas < role.num_replicas
+
+
+def refuse_elastic(app: "AppDef", backend: str) -> None:
+    """AppRefusedError naming every elastic role, at its ``min_replicas``: ``backend`` starts every replica (and
+    waits for all), so a role that says it can run on fewer would silently wait for the rest."""
+    from torchspec.errors import AppRefusedError
+
+    problems = [(("roles", i, "min_replicas"), f"role {r.name!r}: min_replicas={r.min_replicas} (of {r.num_replicas}):"
+                 f" the {backend} scheduler starts every replica and cannot run on fewer")
+                for i, r in enumerate(app.roles) if is_elastic(r)]
+    if problems:
+        raise AppRefusedError("; ".join(what for _, what in problems), "drop min_replicas (or give it num_replicas);"
+                              " on Kubernetes -c flavor=pytorchjob runs an elastic role", problems=problems)
+
+
 def make_app_id(app_name: str, suffix: str | None = None) -> str:
     """``{name}-{6 random chars}``, e.g. ``hello-k3x9q2``: unique, readable, and safe as a folder name."""
     base = _UNSAFE_NAME_CHARS.sub("-", app_name).strip("-.")[:48] or "app"

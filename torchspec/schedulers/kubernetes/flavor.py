@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from torchspec.errors import AppRefusedError
 from torchspec.schedulers.kubernetes.states import ANNOTATION_ROLES, ENV_JOB_COMPLETION_INDEX, JOB_INDEX_KEY, Obj
-from torchspec.schedulers.replicas import ENV_REPLICA_ID
+from torchspec.schedulers.replicas import ENV_REPLICA_ID, is_elastic
 from torchspec.specs import AppDef, AppState, CfgVal, Role
 
 #: A Kubernetes minor version, e.g. (1, 29); None where the user did not name one.
@@ -235,6 +235,14 @@ class Flavor(abc.ABC):
         every role at once, and starting a role early would break the spec's promise)."""
         return [Refusal(("roles", i, "depends_on"), f"role {r.name!r} has depends_on, but a"
                         f" {self.api_version.split('/')[0]} {self.kind} starts every role at once") for i, r in enumerate(app.roles) if r.depends_on]
+
+    def elastic_refusals(self, app: AppDef) -> List[Refusal]:
+        """Each elastic role (``min_replicas`` < ``num_replicas``) the flavor cannot start with fewer pods: by
+        default all, since its controller starts ``num_replicas`` pods and waits for each, so a role that says
+        it can run on fewer would silently wait for all of them."""
+        return [Refusal(("roles", i, "min_replicas"), f"role {r.name!r}: min_replicas={r.min_replicas} (of"
+                        f" {r.num_replicas}): a {self.api_version.split('/')[0]} {self.kind} starts every replica"
+                        " and cannot run on fewer") for i, r in enumerate(app.roles) if is_elastic(r)]
 
     def pod_index(self, pod: Obj, top: List[Obj]) -> Optional[int]:
         """The replica a pod of this flavor's controller runs, where the generic index keys do not say."""

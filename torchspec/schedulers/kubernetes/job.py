@@ -97,7 +97,7 @@ class JobFlavor(Flavor):
     takes = ("ttl", "priority_class", "priority", "active_deadline")
     carries = {
         "needs": "nothing", "roles": "any number (a Job each)", "entrypoint": "any",
-        "elastic": "no: starts `num_replicas`", "retries": "backoffLimit(PerIndex) per Job",
+        "elastic": "refused: starts every replica", "retries": "backoffLimit(PerIndex) per Job",
         "ports": "yes", "mounts": "yes", "pod_patch": "yes", "replica_id": "yes",
         "queue": "Kueue, each Job on its own (suspended)",
         "deadline": "each Job's activeDeadlineSeconds (retries included)",

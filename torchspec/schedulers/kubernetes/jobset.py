@@ -48,7 +48,7 @@ class JobSetFlavor(Flavor):
     takes = ("ttl", "priority_class", "priority", "active_deadline")
     carries = {
         "needs": "JobSet", "roles": "any number (a replicated Job each)", "entrypoint": "any",
-        "elastic": "no: starts `num_replicas`", "retries": "failurePolicy: the whole app restarts",
+        "elastic": "refused: starts every replica", "retries": "failurePolicy: the whole app restarts",
         "ports": "yes", "mounts": "yes", "pod_patch": "yes", "replica_id": "yes",
         "queue": "Kueue, the whole app (spec.suspend)",
         "deadline": "its Jobs' activeDeadlineSeconds, per attempt; exceeded: the JobSet fails",

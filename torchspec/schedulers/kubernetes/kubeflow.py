@@ -14,7 +14,7 @@ from typing import Collection, List, Optional, Set
 
 from torchspec.schedulers.kubernetes.flavor import Refusal
 from torchspec.schedulers.kubernetes.torchrun import Launch
-from torchspec.schedulers.replicas import ENV_REPLICA_ID
+from torchspec.schedulers.replicas import ENV_REPLICA_ID, is_elastic  # noqa: F401 - pytorchjob, trainjob
 from torchspec.specs import AppDef, Role
 
 #: The port name dist.ddp gives torchrun's rendezvous (``port_map: {c10d: ...}``).
@@ -29,11 +29,6 @@ def one_role(app: AppDef, what: str) -> List[Refusal]:
     """A refusal for every role after the first: ``what`` (a PyTorchJob...) runs one role."""
     return [Refusal(("roles", i), f"role {role.name!r} is a second role: {what} runs one role")
             for i, role in enumerate(app.roles) if i > 0]
-
-
-def is_elastic(role: Role) -> bool:
-    """Whether the role may run with fewer nodes than it asks for (``min_replicas``, dist.ddp's ``j=1:4x2``)."""
-    return role.min_replicas is not None and role.min_replicas < role.num_replicas
 
 
 def launch_refusals(role: Role, launch: Launch, nproc_values: Collection[str]) -> List[Refusal]:

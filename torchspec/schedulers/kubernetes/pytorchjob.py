@@ -130,6 +130,10 @@ class PyTorchJobFlavor(Flavor):
     def replica_host(self, app_id: str, key: str, k: int) -> str:
         return f"{app_id}-master-0" if k == 0 else f"{app_id}-worker-{k - 1}"  # the operator's Service per pod
 
+    def elastic_refusals(self, app: AppDef) -> List[Refusal]:
+        """None here: its elasticPolicy runs an elastic role (min_replicas to num_replicas nodes)."""
+        return []
+
     def adapt(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDef:
         role = app.roles[0]
         refusals = one_role(app, "a PyTorchJob")

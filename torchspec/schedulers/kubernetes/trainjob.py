@@ -154,6 +154,10 @@ class TrainJobFlavor(Flavor):
     def replica_host(self, app_id: str, key: str, k: int) -> str:
         return f"{app_id}-{NODE}-0-{k}.{app_id}"  # the runtime's JobSet: {jobset}-node-0-{k} under its subdomain
 
+    def elastic_refusals(self, app: AppDef) -> List[Refusal]:
+        """None here: adapt refuses an elastic role with every other part a TrainJob cannot carry, at once."""
+        return []
+
     def adapt(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDef:
         refuse(self.name, _refusals(app), _HINT)
         role = app.roles[0]

@@ -159,6 +159,8 @@ def _resources(role: Role) -> Obj:
 
 _ORDER_HINT = ("-c flavor=jobset starts a role after another (JobSet's dependsOn); or drop depends_on and have"
                " the role wait itself, e.g. for a file or a port of $TORCHSPEC_HOSTS_<ROLE>")
+_ELASTIC_HINT = ("-c flavor=pytorchjob runs an elastic role (the Training Operator's elasticPolicy); or drop"
+                 " min_replicas (or give it num_replicas) to start every replica")
 _SPEC_HINT = (f"{docs_url('schedulers/kubernetes', 'pods')}: resources take Kubernetes quantities (500m, 2Gi), Linux"
               " capabilities their names (IPC_LOCK), labels keys such as team or example.com/cost-center")
 
@@ -426,6 +428,7 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, session_
     labels, label_notes, _ = _metadata_labels(app)
     flavor = FLAVOR_TABLE[flavor_name(cfg)]
     refuse(flavor.name, flavor.order_refusals(app), _ORDER_HINT)  # never a role started before its time
+    refuse(flavor.name, flavor.elastic_refusals(app), _ELASTIC_HINT)  # never a silent start at num_replicas
     run_app = flavor.adapt(app, cfg)  # first: every field the flavor cannot carry, at once
     check_container_images(app, "kubernetes")
     k8s_version = parse_version(str(cfg.get("k8s_version") or ""))

@@ -57,7 +57,7 @@ class VolcanoFlavor(Flavor):
                                 " only that pod, which the job's policies may restart)"}
     carries = {
         "needs": "Volcano", "roles": "any number (a task each)", "entrypoint": "any",
-        "elastic": "no: gang of `num_replicas`", "retries": "policies: RestartJob, RestartTask, RestartPod",
+        "elastic": "refused: starts every replica", "retries": "policies: RestartJob, RestartTask, RestartPod",
         "ports": "yes", "mounts": "yes", "pod_patch": "yes", "replica_id": "yes",
         "queue": "the Volcano queue (spec.queue)",
         "deadline": "refused: a Volcano Job has none",

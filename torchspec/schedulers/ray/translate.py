@@ -37,7 +37,7 @@ from torchspec.schedulers.ray.states import (
     STOP_WAIT_S,
     is_role_name,
 )
-from torchspec.schedulers.replicas import ENV_RANK0_HOST, check_role_names, replica_env
+from torchspec.schedulers.replicas import ENV_RANK0_HOST, check_role_names, refuse_elastic, replica_env
 from torchspec.specs.api import role_hosts_env
 from torchspec.specs import AppDef, RetryPolicy, Role, macros
 
@@ -253,6 +253,7 @@ def app_to_request(app: AppDef, address: str, strategy: str, runtime_env: Mappin
     """The whole request for ``app``; talks to no Ray.  ``runtime_env`` comes from :func:`.options.runtime_env`."""
     check_role_names(app)
     refuse_kubernetes_only(app, "ray", mounts=True)
+    refuse_elastic(app, "ray")  # every replica is gang-scheduled: never a silent wait for all of them
     env = dict(runtime_env)
     env["py_modules"] = [*env.get("py_modules", []), torchspec_folder()]
     env["excludes"] = [*env.get("excludes", []), *(e for e in EXCLUDES if e not in env.get("excludes", []))]

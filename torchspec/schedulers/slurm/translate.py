@@ -44,6 +44,7 @@ from torchspec.schedulers.replicas import (
     ENV_REPLICA_ID,
     ENV_ROLE_NAME,
     check_role_names,
+    refuse_elastic,
 )
 from torchspec.specs.api import role_hosts_env
 from torchspec.schedulers.slurm.flags import (
@@ -453,15 +454,12 @@ def _check_role(role: Role) -> None:
     if role.num_replicas <= 0:
         raise AppRefusedError(f"role {role.name!r} has {role.num_replicas} replicas; it needs at least one")
     if role.mounts:
-        raise AppRefusedError(
-            f"role {role.name!r} has mounts: the slurm scheduler runs on the nodes' own file systems,"
-            f" without containers; use paths that exist there instead"
-        )
+        raise AppRefusedError(f"role {role.name!r} has mounts: the slurm scheduler runs on the nodes' own file systems,"
+                              " without containers; use paths that exist there instead")
     if role.resource.devices:
-        raise AppRefusedError(
-            f"role {role.name!r} asks for devices {sorted(role.resource.devices)}: on Slurm ask for them as gres,"
-            f" with the resource capability {CAP_GRES!r}"
-        )
+        raise AppRefusedError(f"role {role.name!r} asks for devices {sorted(role.resource.devices)}: on Slurm ask for"
+                              f" them as gres, with the resource capability {CAP_GRES!r}")
+
 
 
 def _entrypoint(role: Role, img_root: str) -> str:
@@ -673,6 +671,7 @@ def app_to_request(app: AppDef, cfg: Mapping[str, CfgVal], cwd: str,
     check_role_names(app)  # a role's name names its replicas' log folders
     check_slurm_keys(app)
     refuse_kubernetes_only(app, "slurm", mounts=True)
+    refuse_elastic(app, "slurm")  # never a silent start at num_replicas
     log_root = _log_root(cfg)
     nodelists = _nodelists(app, cfg)
     extras = extras_of(cfg, helps or {}, log_root)
