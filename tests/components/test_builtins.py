@@ -114,7 +114,7 @@ def test_a_folder_is_not_a_component(tmp_path: pathlib.Path) -> None:
 
 
 def torchx_ddp_command(j: str, script: Optional[str] = None, m: Optional[str] = None, args: List[str] = (),
-                       rdzv_port: int = 29500, rdzv_backend: str = "c10d") -> str:
+                       rdzv_port: int = 29500, rdzv_backend: str = "c10d", max_restarts: Optional[int] = None) -> str:
     """The ``bash -c`` command TorchX's dist.ddp builds for these inputs (its algorithm, restated).
 
     Every word goes through shlex.quote except the multi-node rendezvous
@@ -129,6 +129,8 @@ def torchx_ddp_command(j: str, script: Optional[str] = None, m: Optional[str] = 
     words.append(endpoint)
     words += [shlex.quote(w) for w in ["--rdzv_id", "${app_id}", "--nnodes", nnodes_rep,
                                         "--nproc_per_node", nproc, "--tee", "3", "--role", ""]]
+    if max_restarts is not None:
+        words += ["--max_restarts", str(max_restarts)]
     words += [shlex.quote(w) for w in ([script] if script else ["-m", m or ""])]
     words += [shlex.quote(a) for a in args]
     return " ".join(words)
@@ -174,6 +176,20 @@ def test_ddp_matches_the_torchx_algorithm(j: str, script: Optional[str], m: Opti
     params.update({"script": script} if script else {"m": m})
     app = render("dist.ddp", **params)
     assert app.roles[0].args[1] == torchx_ddp_command(j, script, m, args, port)
+
+
+@pytest.mark.parametrize("j, max_restarts", [("1:3x2", 3), ("2x1", 0), ("4", None)])
+def test_ddp_max_restarts_as_torchx_passes_it(j: str, max_restarts: Optional[int]) -> None:
+    params = {"j": j, "script": "train.py"}
+    if max_restarts is not None:
+        params["max_restarts"] = str(max_restarts)
+    role = render("dist.ddp", **params).roles[0]
+    assert role.args[1] == torchx_ddp_command(j, "train.py", max_restarts=max_restarts)
+
+
+def test_ddp_max_restarts_must_be_a_whole_number() -> None:
+    with pytest.raises(SpecError, match="max_restarts_must_be_a_whole_number"):
+        render("dist.ddp", script="train.py", max_restarts="three")
 
 
 def test_ddp_topology_from_j() -> None:

@@ -62,3 +62,17 @@ def test_lint_names_the_line_of_min_replicas(tmp_path: pathlib.Path) -> None:
                         str(spec)], capture_output=True, text=True, timeout=120)
     found = [(d["line"], d["column"], d["code"], d["path"]) for d in json.loads(r.stdout)["diagnostics"]]
     assert r.returncode == 1 and found == [(7, 5, "TS601", "roles[0].min_replicas")], r.stdout
+
+
+def test_dist_ddp_elastic_with_max_restarts_on_the_pytorchjob_flavor() -> None:
+    """TorchX's ``dist.ddp -j 1:2x1 --max_restarts 3``: the operator's elasticPolicy from 1 to 2 nodes, restarting
+    the workers 3 times."""
+    from torchspec.runner import get_runner
+
+    with get_runner() as runner:
+        app = runner.load_component("dist.ddp", {"j": "1:2x1", "script": "train.py", "max_restarts": "3",
+                                                 "image": "ghcr.io/acme/train:1"})
+    request = KubernetesScheduler("test").submit_dryrun(app, {"flavor": "pytorchjob"}).request
+    (job,) = [o for o in request.objects if o["kind"] == "PyTorchJob"]
+    policy = job["spec"]["elasticPolicy"]
+    assert (policy["minReplicas"], policy["maxReplicas"], policy["maxRestarts"]) == (1, 2, 3)
