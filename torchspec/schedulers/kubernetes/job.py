@@ -18,6 +18,7 @@ from torchspec.schedulers.kubernetes.states import (
     ANNOTATION_ROLE_INDEX,
     LABEL_APP_ID,
     LABEL_ROLE_NAME,
+    DISRUPTION_MIN_VERSION,
     PER_INDEX_MIN_VERSION,
     Obj,
 )
@@ -45,12 +46,30 @@ def _job_retry_fields(role: Role, k8s_version: Version, in_jobset: bool) -> Obj:
     return {"backoffLimit": 0 if in_jobset else role.max_retries}
 
 
+#: A pod the cluster took away (evicted through the Eviction API or a drain, preempted by a pod of higher
+#: priority, on a node tainted NoExecute or lost) is replaced without spending the role's retries: Kubernetes
+#: marks such a pod with the DisruptionTarget condition, and this rule tells the Job controller to ignore its
+#: failure.  A preemption is not a crash: an app with ``max_retries: 0`` goes on.
+IGNORE_DISRUPTIONS: Obj = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget",
+                                                                               "status": "True"}]}]}
+
+
+def _ignores_disruptions(template: Obj, k8s_version: Version) -> bool:
+    """Whether the Job can carry :data:`IGNORE_DISRUPTIONS`: Kubernetes 1.26 on (podFailurePolicy and the
+    DisruptionTarget condition on by default), and pods that are not restarted in place (the API server takes
+    a podFailurePolicy only with ``restartPolicy: Never``, which a pod patch may have changed)."""
+    never = ((template.get("spec") or {}).get("restartPolicy") or "Never") == "Never"
+    return never and (k8s_version is None or k8s_version >= DISRUPTION_MIN_VERSION)
+
+
 def job_spec(role: Role, template: Obj, k8s_version: Version, ttl: Optional[int], in_jobset: bool = False,
              deadline: Optional[int] = None) -> Obj:
     """The spec of the Indexed Job that runs every replica of ``role`` from ``template``; ``deadline``: the
     seconds it may run, retries included, before the Job controller fails it (reason DeadlineExceeded)."""
     spec: Obj = {"completionMode": "Indexed", "completions": role.num_replicas, "parallelism": role.num_replicas}
     spec.update(_job_retry_fields(role, k8s_version, in_jobset))
+    if _ignores_disruptions(template, k8s_version):
+        spec["podFailurePolicy"] = json.loads(json.dumps(IGNORE_DISRUPTIONS))
     if deadline is not None:
         spec["activeDeadlineSeconds"] = deadline
     if ttl is not None:

@@ -74,6 +74,9 @@ OWN_CAPABILITIES = (CAP_GPU_RESOURCE, CAP_REQUESTS, CAP_LIMITS, CAP_LINUX_CAPABI
 ANNOTATION_ONLY_METADATA = ("torchspec.dev/provenance",)
 #: The first Kubernetes release where ``backoffLimitPerIndex`` is on by default (beta).
 PER_INDEX_MIN_VERSION = (1, 29)
+#: The first Kubernetes release where a Job's ``podFailurePolicy`` and the pods' DisruptionTarget condition are
+#: on by default (beta).
+DISRUPTION_MIN_VERSION = (1, 26)
 
 #: Volcano's job phases (status.state.phase).
 VOLCANO_STATES: Dict[str, AppState] = {
