@@ -45,13 +45,20 @@ def runtime(apiserver: FakeApiServer) -> None:
 
 
 def followed_while(kubelet: Callable[[], None], sched: KubernetesScheduler, app_id: str) -> list[str]:
-    """Replica train/1's log, followed while ``kubelet`` (in a thread) writes it and ends it."""
+    """Replica train/1's log, followed while ``kubelet`` (in a thread) writes it and ends it: the kubelet starts
+    once the follower has read the log's first line, so what it does next (a restart) is seen as it happens
+    however slowly the follower started (ci51, on a loaded machine, started it after the restart)."""
     writer = threading.Thread(target=kubelet)
-    writer.start()
+    lines: list[str] = []
     try:
-        return list(sched.log_iter(app_id, "train", 1, should_tail=True))
+        for line in sched.log_iter(app_id, "train", 1, should_tail=True):
+            lines.append(line)
+            if not writer.is_alive() and writer.ident is None:
+                writer.start()
+        return lines
     finally:
-        writer.join()
+        if writer.ident is not None:
+            writer.join()
 
 
 def replicas(desc: Any) -> list[Tuple[int, AppState, str]]:

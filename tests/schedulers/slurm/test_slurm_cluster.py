@@ -9,6 +9,7 @@ cluster /tmp is the "shared" file system.
 from __future__ import annotations
 
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -265,3 +266,30 @@ def test_role_env_reaches_only_the_replica_and_the_files_are_private(sched, imag
                        (logs / job_id / "job.sbatch", 0o600), (logs / job_id / "e" / "0" / "stdout.log", 0o600),
                        (logs / f"{job_id}.batch.log", 0o600)):
         assert oct(os.stat(path).st_mode & 0o777) == oct(mode), path
+
+
+PREEMPTED_SH = """#!/bin/bash
+echo "attempt=$TORCHSPEC_ATTEMPT"
+if [ "$TORCHSPEC_ATTEMPT" = 0 ]; then sleep 600; fi
+echo "done"
+"""
+
+
+def test_a_requeue_is_not_a_failure_and_the_replica_sees_its_attempt(sched, image) -> None:
+    """``scontrol requeue`` of a running app with ``max_retries: 0`` (what a preemption with requeue does): the
+    job runs again and ends SUCCEEDED, its replica seeing TORCHSPEC_ATTEMPT 0, then 1; no retry is spent."""
+    script = pathlib.Path(image) / "preempted.sh"
+    script.write_text(PREEMPTED_SH)
+    script.chmod(0o755)
+    app = specs.AppDef("preempted", roles=[specs.Role(name="w", image=image, entrypoint="preempted.sh",
+                                                      resource=specs.Resource(cpu=1, gpu=0, memMB=64))])
+    job_id = sched.submit_app(app)
+    deadline = time.monotonic() + 120
+    while "attempt=0" not in "".join(sched.log_iter(job_id, "w", 0, streams="stdout")):
+        assert time.monotonic() < deadline, "the replica never started"
+        time.sleep(0.3)
+    subprocess.run(["scontrol", "requeue", job_id], check=True, capture_output=True, timeout=60)
+    desc = wait_state(sched, job_id, {AS.SUCCEEDED, AS.FAILED, AS.CANCELLED}, timeout=400)
+    assert desc.state == AS.SUCCEEDED, desc.msg
+    out = "".join(sched.log_iter(job_id, "w", 0, streams="stdout"))
+    assert re.findall(r"^attempt=(\d+)$", out, re.M) == ["0", "1"] and "done" in out, out

@@ -11,7 +11,7 @@ import pytest
 import skips
 
 from torchspec import specs
-from torchspec.errors import BackendError
+from torchspec.errors import AppRefusedError, BackendError
 from torchspec.schedulers.slurm.logs import parse_log_line
 from torchspec.schedulers.slurm.options import slurm_run_opts
 from torchspec.schedulers.slurm.query import JobView, job_message, parse_scontrol, view_from_json, view_from_scontrol
@@ -67,7 +67,7 @@ def test_one_het_component_per_role_and_one_step_per_replica(img, tmp_path) -> N
     # all #SBATCH lines come before the first command
     first_command = text.index("set -uo pipefail")
     assert text.rfind("#SBATCH") < first_command
-    assert "TS_MAX_RETRIES=0" in text and "#SBATCH --no-requeue" in text
+    assert "TS_MAX_RETRIES=0" in text and "#SBATCH --requeue" in text  # a preemption requeues it (preemption=requeue)
 
 
 def test_single_role_is_a_plain_job_and_bash_accepts_the_script(img, tmp_path) -> None:
@@ -109,8 +109,20 @@ def test_retries_application_requeues_replica_restarts_in_place(img) -> None:
     text = script(app)
     assert "#SBATCH --requeue" in text and "MAX_RETRIES=3" in text and "scontrol requeue" in text
     replica = script(specs.AppDef("a", roles=[role(img, max_retries=2, retry_policy=specs.RetryPolicy.REPLICA)]))
-    assert "MAX_RETRIES=0" in replica and "#SBATCH --no-requeue" in replica
+    assert "MAX_RETRIES=0" in replica and "#SBATCH --requeue" in replica
     assert 'run_replica trainer 0 0 "${TS_NODES_0[0]}" 2' in replica
+
+
+def test_preemption_requeues_unless_told_to_fail_and_spends_no_retries(img) -> None:
+    once = specs.AppDef("a", roles=[role(img)])
+    assert "#SBATCH --no-requeue" in script(once, preemption="fail")
+    assert "#SBATCH --requeue" in script(specs.AppDef("a", roles=[role(img, max_retries=1)]), preemption="fail")
+    text = script(once)
+    # a failure counts in failed_runs, never $SLURM_RESTART_COUNT (which a preemption's requeue raises too)
+    assert 'TS_FAILED=$(cat "$TS_LOG_DIR/failed_runs"' in text and "SLURM_RESTART_COUNT:-0} <" not in text
+    assert "env TORCHSPEC_ATTEMPT=$((requeues + attempt))" in text
+    with pytest.raises(AppRefusedError, match="preemption='later': give requeue or fail"):
+        script(once, preemption="later")
 
 
 def test_refuses_what_slurm_cannot_do(img, tmp_path) -> None:

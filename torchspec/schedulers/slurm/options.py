@@ -52,6 +52,9 @@ def slurm_run_opts() -> runopts:
     opts.add("signal", type_=str, default=None,
              help="signal the replicas SECONDS before the time limit, as SIGNAL[@SECONDS], e.g. USR1@120"
              " (--signal; R: allowed, B: refused)")
+    opts.add("preemption", type_=str, default="requeue",
+             help="what a preemption (or a node lost, scontrol requeue) does: requeue (--requeue: the job runs"
+             " again without spending max_retries) or fail (--no-requeue, unless APPLICATION retries need it)")
     opts.add("sbatch_args", type_=List[str], default=None,
              help="more sbatch flags for every role's component, as #SBATCH lines: --name or --name=value"
              " (with -c: --name VALUE), checked against the cluster's sbatch --help")
@@ -59,6 +62,21 @@ def slurm_run_opts() -> runopts:
              help="more srun flags for every replica's step, like sbatch_args, checked against srun --help")
     request_timeout.add_option(opts)
     return opts
+
+
+#: The values of the ``preemption`` run option.
+PREEMPTION = ("requeue", "fail")
+
+
+def requeue_option(cfg: Mapping[str, CfgVal], app_retries: int) -> str:
+    """``--requeue`` or ``--no-requeue``: a preemption (a node lost, ``scontrol requeue``) requeues the job
+    unless ``preemption=fail``; APPLICATION retries requeue the job themselves, so they need ``--requeue``
+    whatever it says.  AppRefusedError for a value that is neither."""
+    preemption = str(cfg.get("preemption") or "requeue")
+    if preemption not in PREEMPTION:
+        raise AppRefusedError(f"run option preemption={preemption!r}: give requeue or fail",
+                              "requeue: a preempted job runs again (the default); fail: it ends FAILED")
+    return "--requeue" if app_retries > 0 or preemption == "requeue" else "--no-requeue"
 
 
 def default_log_root() -> str:

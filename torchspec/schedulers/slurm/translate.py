@@ -57,7 +57,7 @@ from torchspec.schedulers.slurm.flags import (
     image_of,
 )
 from torchspec.schedulers.slurm.secrets import StepSecret, replica_lines, role_secrets, script_lines
-from torchspec.schedulers.slurm.options import HET_WORDS, default_log_root, run_opt, sbatch_value
+from torchspec.schedulers.slurm.options import HET_WORDS, default_log_root, requeue_option, run_opt, sbatch_value
 from torchspec.schedulers.slurm.order import check_depends_on, ordered_lines, waiting_lines
 from torchspec.schedulers.slurm.states import (
     CAP_CONSTRAINT,
@@ -210,11 +210,11 @@ hosts_of() {
 
 # run_replica ROLE K GROUP NODE RESTARTS DIR env K=V... CMD...: replica K of
 # ROLE as its own job step (--exact, so that the steps run side by side), in
-# folder DIR, on NODE when given; restarted in place up to RESTARTS times
-# (REPLICA policy). The replica's environment is set by `env` inside the step,
-# so that it cannot change srun or this script (PATH, LOG_DIR, SLURM_*...).
+# folder DIR, on NODE when given; restarted in place up to RESTARTS times (REPLICA
+# policy; TORCHSPEC_ATTEMPT counts those and the job's requeues). Its environment is set by
+# `env` inside the step, so that it cannot change srun or this script (PATH, LOG_DIR, SLURM_*...).
 run_replica() {
-    local role=$1 k=$2 group=$3 node=$4 restarts=$5 cwd=$6 attempt=0 rc
+    local role=$1 k=$2 group=$3 node=$4 restarts=$5 cwd=$6 attempt=0 rc requeues=${SLURM_RESTART_COUNT:-0}
     local log="$TS_LOG_DIR/$role/$k"
     shift 6
     echo 0 >"$log/restarts"
@@ -222,7 +222,7 @@ run_replica() {
         rm -f -- "$log/$TS_STEP_RC"
         SLURM_UMASK=$TS_UMASK srun ${TS_HETJOB:+--het-group="$group"} --exact --nodes=1 --ntasks=1 \
             ${node:+--nodelist="$node"} --job-name="$role/$k" --chdir="$cwd" "${TS_SRUN_OPTS[@]}" \
-            sh -c "$TS_RECORD_RC" "$log/$TS_STEP_RC" "$@" \
+            sh -c "$TS_RECORD_RC" "$log/$TS_STEP_RC" env TORCHSPEC_ATTEMPT=$((requeues + attempt)) "$@" \
             2> >(stamp "$log/stderr.log") | stamp "$log/stdout.log"
         rc=${PIPESTATUS[0]}
         if [[ -n $TS_STOPPED ]]; then  # the job is being ended (scancel, a node lost): srun's rc says nothing
@@ -262,9 +262,11 @@ _WAIT_LINES = [
 _END_LINES = [
     "if ((TS_RC != 0)); then",
     '    echo "torchspec: a replica failed with exit code $TS_RC; ending the job" >&2',
-    "    if ((${SLURM_RESTART_COUNT:-0} < TS_MAX_RETRIES)); then",
-    ('        echo "torchspec: requeueing (APPLICATION retry $((${SLURM_RESTART_COUNT:-0} + 1))'
-     ' of $TS_MAX_RETRIES)" >&2'),
+    # failures only: a requeue after a preemption counts in $SLURM_RESTART_COUNT, not here
+    '    TS_FAILED=$(cat "$TS_LOG_DIR/failed_runs" 2>/dev/null || echo 0)',
+    "    if ((TS_FAILED < TS_MAX_RETRIES)); then",
+    '        echo "$((TS_FAILED + 1))" >"$TS_LOG_DIR/failed_runs"',
+    '        echo "torchspec: requeueing (APPLICATION retry $((TS_FAILED + 1)) of $TS_MAX_RETRIES)" >&2',
     '        scontrol requeue "$SLURM_JOB_ID" && sleep 600  # the requeue ends this script',
     "    fi",
     "fi",
@@ -326,7 +328,7 @@ def _setup_lines(request: SlurmBatchRequest) -> List[str]:
         f"readonly TS_LOG_ROOT={shell_word(request.log_root)}",
         'readonly TS_LOG_DIR="$TS_LOG_ROOT/$SLURM_JOB_ID"',
         f"readonly TS_HETJOB={'1' if request.het else ''}",
-        "# APPLICATION retries: how often a failed job requeues itself ($SLURM_RESTART_COUNT counts them)",
+        "# APPLICATION retries: how often a failed job requeues itself (failed_runs counts them)",
         f"readonly TS_MAX_RETRIES={request.max_retries}",
         "# Slurm SIGTERMs the script when it ends the job (scancel, a node lost): a replica's step then ends",
         "# without its exit code meaning anything, so none is written for it (see run_replica)",
@@ -651,7 +653,7 @@ def _job_opts(app: AppDef, cfg: Mapping[str, CfgVal], log_root: str, app_retries
     job_opts = [
         f"--job-name={name}",
         f"--comment={shlex.quote(comment)}",  # the one value with spaces; sbatch strips the quotes
-        "--requeue" if app_retries > 0 else "--no-requeue",
+        requeue_option(cfg, app_retries),
     ]
     mail_user = run_opt(cfg, "mail_user")
     if mail_user:
