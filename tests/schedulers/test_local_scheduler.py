@@ -207,7 +207,7 @@ def test_retries_used_up_fail_the_app_with_exit_codes(sched: LocalScheduler, tmp
     app = specs.AppDef(
         "app",
         roles=[
-            sh_role("a", "echo try $TORCHSPEC_RESTART_COUNT; exit 7", str(tmp_path), max_retries=2,
+            sh_role("a", "echo try $TORCHSPEC_RESTART_COUNT $TORCHSPEC_ATTEMPT; exit 7", str(tmp_path), max_retries=2,
                     retry_policy=specs.RetryPolicy.REPLICA),
             sh_role("b", "sleep 100", str(tmp_path)),
         ],
@@ -217,7 +217,7 @@ def test_retries_used_up_fail_the_app_with_exit_codes(sched: LocalScheduler, tmp
     assert desc.state == AppState.FAILED
     assert desc.num_restarts == 2
     assert "a/0" in desc.msg and "exit code 7" in desc.msg and "max_retries=2" in desc.msg
-    assert lines(sched, app_id, "a", regex="^try") == ["try 0", "try 1", "try 2"]
+    assert lines(sched, app_id, "a", regex="^try") == ["try 0 0", "try 1 1", "try 2 2"]
     statuses = {r.role: r.replicas[0].state for r in desc.roles_statuses}
     assert statuses == {"a": AppState.FAILED, "b": AppState.CANCELLED}
     assert not alive(replica_pid(sched, app_id, "b"))

@@ -20,6 +20,9 @@ ENV_APP_ID = "TORCHSPEC_APP_ID"
 ENV_ROLE_NAME = "TORCHSPEC_ROLE_NAME"
 ENV_REPLICA_ID = "TORCHSPEC_REPLICA_ID"
 ENV_NUM_REPLICAS = "TORCHSPEC_NUM_REPLICAS"
+#: Which run of the replica this is, 0 on the first: a script decides from it whether to resume (set at each
+#: launch by the backends that know it: local, slurm).
+ENV_ATTEMPT = "TORCHSPEC_ATTEMPT"
 #: What ``${rank0_env}`` becomes: the NAME of this variable, which holds the host of the role's replica 0.
 ENV_RANK0_HOST = "TORCHSPEC_RANK0_HOST"
 

@@ -21,6 +21,7 @@ from torchspec.schedulers.local.states import (
     STDERR_LOG,
     STDOUT_LOG,
 )
+from torchspec.schedulers.replicas import ENV_ATTEMPT
 
 if TYPE_CHECKING:
     from torchspec.schedulers.api import Stream
@@ -112,7 +113,7 @@ class ReplicaRequest(_Record):
         ]
         lines += [f"        {env_line(key, value)}" for key, value in self.env.items()]
         lines += [f"        {key}={shown}" for key, (_, shown) in self.secret_env.items()]
-        lines.append(f"        {ENV_RESTART_COUNT}=<restarts so far, set at each launch>")
+        lines.append(f"        {ENV_RESTART_COUNT}=<restarts so far, set at each launch> (also {ENV_ATTEMPT})")
         lines.append(f"      output:   {self.output}")
         return lines
 

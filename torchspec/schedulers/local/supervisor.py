@@ -83,6 +83,7 @@ from torchspec.schedulers.local.states import (
     TERMINAL,
 )
 from torchspec.schedulers.order import never_started, startable, waiting_roles
+from torchspec.schedulers.replicas import ENV_ATTEMPT
 from torchspec.schedulers.local.request import LocalRequest, ReplicaRequest, RoleRequest
 
 # How often the main loop looks at its replicas when nothing wakes it earlier.
@@ -168,7 +169,7 @@ class _Replica:
             env[name] = os.environ.get(carrier, "")  # schedule put every value in this process's environment
         for name in [name for name in env if name.startswith(CARRIER_PREFIX)]:
             del env[name]  # a replica gets its own secrets only, by their names
-        env[ENV_RESTART_COUNT] = str(self.record["restarts"])
+        env[ENV_RESTART_COUNT] = env[ENV_ATTEMPT] = str(self.record["restarts"])
         path = env.get("PATH")
         entry = self.request.path_entry
         env["PATH"] = _join_path(entry, path) if self.request.prepend_path else _join_path(path, entry)
