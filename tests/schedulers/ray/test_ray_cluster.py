@@ -120,7 +120,8 @@ def test_a_replica_exiting_3_fails_the_app_with_its_exit_code(ray_sched) -> None
 
 def test_replica_retries_restart_only_the_failed_replica(ray_sched, tmp_path) -> None:
     marker = tmp_path / "failed-once"
-    script = f'if [ "$0" = 1 ] && [ ! -e {marker} ]; then touch {marker}; exit 5; fi; echo ok'
+    script = (f'echo attempt=$TORCHSPEC_ATTEMPT; if [ "$0" = 1 ] && [ ! -e {marker} ]; then touch {marker}; exit 5;'
+              ' fi; echo ok')
     app = specs.AppDef("retry", roles=[role("trainer", script, replicas=2, max_retries=1,
                                             retry_policy=specs.RetryPolicy.REPLICA)])
     app_id = submit(ray_sched, app)
@@ -128,6 +129,9 @@ def test_replica_retries_restart_only_the_failed_replica(ray_sched, tmp_path) ->
     assert desc.state == AppState.SUCCEEDED, desc.msg
     assert [r.num_restarts for r in desc.roles_statuses[0].replicas] == [0, 1]
     assert desc.num_restarts == 1
+    attempts = [[line for line in ray_sched.log_iter(app_id, "trainer", k, streams=Stream.STDOUT)
+                 if line.startswith("attempt=")] for k in (0, 1)]
+    assert attempts == [["attempt=0\n"], ["attempt=0\n", "attempt=1\n"]]  # each run sees which it is
 
 
 def test_role_retries_restart_every_replica_of_the_failed_role_and_only_it(ray_sched, ray_cluster, tmp_path) -> None:

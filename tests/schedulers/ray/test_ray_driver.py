@@ -128,11 +128,12 @@ def test_a_replica_stopped_before_its_run_started_it_never_starts(capsys) -> Non
     assert capsys.readouterr().out == f"{END_MARK}r/1#0]\n"
 
 
-def test_the_driver_imports_no_torchspec_module_but_order_states_placement_and_cleanup() -> None:
+def test_the_driver_imports_no_torchspec_module_but_order_replicas_states_placement_and_cleanup() -> None:
     # it runs on the cluster, where every replica's actor imports states.py as well: the specs stay out
     code = ("import sys, torchspec.schedulers.ray.driver; "
             "print(' '.join(sorted(m for m in sys.modules if m.partition('.')[0] == 'torchspec')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["torchspec", "torchspec.schedulers", "torchspec.schedulers.exports", "torchspec.schedulers.order",
                    "torchspec.schedulers.ray", "torchspec.schedulers.ray.cleanup", "torchspec.schedulers.ray.driver",
-                   "torchspec.schedulers.ray.placement", "torchspec.schedulers.ray.states", "torchspec.version"]
+                   "torchspec.schedulers.ray.placement", "torchspec.schedulers.ray.states",
+                   "torchspec.schedulers.replicas", "torchspec.version"]

@@ -2,7 +2,8 @@
 
 It runs inside the job, on the cluster, where torchspec arrives as a
 ``py_modules`` entry of the job's runtime_env; so it imports nothing but the
-standard library, :mod:`.states`, :mod:`.placement` and :mod:`.cleanup`, and ``ray`` (in
+standard library, :mod:`.states`, :mod:`.placement`, :mod:`.cleanup`, the shared names of
+:mod:`torchspec.schedulers.replicas` and ``ray`` (in
 :func:`main`).  It reads its plan (:mod:`.translate`) from the environment
 and then:
 
@@ -50,6 +51,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from torchspec.schedulers.order import never_started, startable
 from torchspec.schedulers.ray.cleanup import remove_groups
+from torchspec.schedulers.replicas import ENV_ATTEMPT, ENV_RANK0_HOST
 from torchspec.schedulers.ray.placement import never_fits
 from torchspec.schedulers.ray.states import (
     CARRIER_PREFIX,
@@ -64,7 +66,6 @@ from torchspec.schedulers.ray.states import (
     tag,
 )
 
-ENV_RANK0_HOST = "TORCHSPEC_RANK0_HOST"
 LOOPBACK = "127.0.0.1"
 #: The last line of a replica attempt's output, so the driver knows its lines reached the job's log.
 END_MARK = "[torchspec-end "
@@ -411,7 +412,8 @@ class Driver:
         for key in keys:
             replica = self.roles[key[0]]["replicas"][key[1]]
             secret_env, mounts = secrets_of(replica, self.carried)
-            env = {**replica["env"], **secret_env, **self.hosts, ENV_RANK0_HOST: self.rank0[key]}
+            env = {**replica["env"], **secret_env, **self.hosts, ENV_RANK0_HOST: self.rank0[key],
+                   ENV_ATTEMPT: str(self.attempts[key])}
             self.running[self.actors[key].run.remote(replica["args"], env, mounts)] = key
             self.codes[key] = None
 
