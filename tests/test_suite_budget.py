@@ -93,18 +93,22 @@ def run_suite(tmp_path: pathlib.Path, started: float, budget: str, workers: Opti
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rf", str(tmp_path)]
     if workers:
         argv += ["-n", str(workers), "--dist", "loadgroup"]
-    return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.parametrize("workers", [None, 2])
 def test_a_run_over_its_budget_fails_with_where_the_time_went(tmp_path: pathlib.Path,
                                                                workers: Optional[int]) -> None:
-    r = run_suite(tmp_path, time.time() - 130, "120", workers)
+    started = time.time() - 130
+    r = run_suite(tmp_path, started, "120", workers)
+    ended = time.time()
     assert r.returncode == 1, r.stdout + r.stderr
-    # 130 s before it began, plus its own seconds (a loaded machine starts xdist's workers slowly)
-    assert re.search(r"^FAILED tests/suite_plan\.py::suite budget - Failed: this run took [23]\.\d min, over its budget "
-                     r"of 2 min \(TORCHSPEC_SUITE_BUDGET_S\); setup steps in s: \{'python': 12, 'docker': 3\}",
-                     r.stdout, re.MULTILINE), r.stdout
+    found = re.search(r"^FAILED tests/suite_plan\.py::suite budget - Failed: this run took (\d+\.\d) min, over its "
+                      r"budget of 2 min \(TORCHSPEC_SUITE_BUDGET_S\); setup steps in s: \{'python': 12, 'docker': 3\}",
+                      r.stdout, re.MULTILINE)
+    assert found, r.stdout
+    # 130 s before it began, plus its own seconds, however long a loaded machine made them (ci51: over 4 min)
+    assert 130 / 60 - 0.05 <= float(found.group(1)) <= (ended - started) / 60 + 0.05, (found.group(1), ended - started)
     assert "1 failed, 8 passed" in r.stdout
     other = next(line for line in r.stdout.splitlines() if line.startswith("other"))
     assert other.split() == ["other", "4", "3", "1", "0"]
