@@ -56,6 +56,7 @@ def test_list_filters_by_state_user_and_age(env: Env) -> None:
     done = submit(env, "quick", 0)
     wait_until_state(env, done, "SUCCEEDED")
     running = submit(env, "slow", 600)
+    wait_until_state(env, running, "RUNNING")
     try:
         assert [a["app_handle"] for a in listed(env, "--state", "running")] == [running]
         assert [a["app_handle"] for a in listed(env, "--state", "SUCCEEDED,RUNNING")] == [done, running]
@@ -106,6 +107,7 @@ def test_several_handles_go_on_past_an_unknown_one(env: Env) -> None:
 
 def test_a_scheduler_that_cannot_be_reached_is_named_and_the_rest_acted_on(env: Env) -> None:
     handle = submit(env, "here", 600)
+    wait_until_state(env, handle, "RUNNING")
     env.env["DOCKER_HOST"] = f"unix://{env.tmp}/no-engine.sock"
     r = env.run("cancel", "-s", "docker", "-s", "local", "--state", "RUNNING", "--yes")
     assert r.returncode == BACKEND, r.stderr
@@ -116,6 +118,8 @@ def test_a_scheduler_that_cannot_be_reached_is_named_and_the_rest_acted_on(env: 
 @pytest.mark.parametrize("answer, cancelled", [("y", True), ("n", False)])
 def test_at_a_terminal_it_asks_first(env: Env, answer: str, cancelled: bool) -> None:
     handles = [submit(env, f"t{i}", 600) for i in range(2)]
+    for handle in handles:
+        wait_until_state(env, handle, "RUNNING")
     controller, terminal = os.openpty()
     try:
         proc = subprocess.Popen(env.command("cancel", "--state", "RUNNING"), stdin=terminal, stdout=subprocess.PIPE,

@@ -182,7 +182,7 @@ def bulk_options(func: Any) -> Any:
     """What ``cancel`` and ``delete`` take: handles, or a selection on one or more schedulers."""
     for option in reversed([
             click.argument("handles", nargs=-1, metavar="[HANDLE]..."),
-            click.option("-s", "--scheduler", "schedulers", multiple=True, metavar="SCHEDULER",
+            click.option("-s", "--scheduler", "scheduler", multiple=True, metavar="SCHEDULER",
                          help="With a selection: the scheduler to select on (default: the configured one); "
                               "repeatable."),
             click.option("-c", "--cfg", "cfg", metavar="KEY=VALUE,...",
@@ -295,7 +295,7 @@ def _say(handle: str, note: str, error: Exception | None = None) -> None:
 
 @click.command()
 @bulk_options
-def cancel(handles: tuple[str, ...], schedulers: tuple[str, ...], cfg: str | None, labels: tuple[str, ...],
+def cancel(handles: tuple[str, ...], scheduler: tuple[str, ...], cfg: str | None, labels: tuple[str, ...],
            states: tuple[str, ...], user: str | None, sweep: str | None, older_than: str | None, yes: bool,
            dry_run: bool) -> int:
     """Cancel apps: stop every replica and the processes they started.
@@ -319,12 +319,12 @@ def cancel(handles: tuple[str, ...], schedulers: tuple[str, ...], cfg: str | Non
     from torchspec.runner.selection import Selection
 
     selection = Selection.parse(labels, states, user, older_than=older_than, sweep=sweep)
-    return run_bulk("cancel", handles, schedulers, cfg, selection, yes, dry_run)
+    return run_bulk("cancel", handles, scheduler, cfg, selection, yes, dry_run)
 
 
 @click.command()
 @bulk_options
-def delete(handles: tuple[str, ...], schedulers: tuple[str, ...], cfg: str | None, labels: tuple[str, ...],
+def delete(handles: tuple[str, ...], scheduler: tuple[str, ...], cfg: str | None, labels: tuple[str, ...],
            states: tuple[str, ...], user: str | None, sweep: str | None, older_than: str | None, yes: bool,
            dry_run: bool) -> int:
     """Remove apps: cancel each if it runs, then delete what the scheduler keeps of it.
@@ -342,4 +342,4 @@ def delete(handles: tuple[str, ...], schedulers: tuple[str, ...], cfg: str | Non
     from torchspec.runner.selection import Selection
 
     selection = Selection.parse(labels, states, user, older_than=older_than, sweep=sweep)
-    return run_bulk("delete", handles, schedulers, cfg, selection, yes, dry_run)
+    return run_bulk("delete", handles, scheduler, cfg, selection, yes, dry_run)

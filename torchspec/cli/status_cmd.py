@@ -20,9 +20,9 @@ if TYPE_CHECKING:
                                  "replicas: [...]}]}; a list of them with --sweep).", json_flag=True)
 @click.option("-r", "--role", "roles", multiple=True, metavar="ROLE", help="Only these roles (repeatable).")
 @click.option("--sweep", metavar="ID", help="Every app of this sweep instead of one app (submit --sweep prints it).")
-@click.option("-s", "--scheduler", "schedulers", multiple=True, metavar="SCHEDULER",
+@click.option("-s", "--scheduler", "scheduler", multiple=True, metavar="SCHEDULER",
               help="With --sweep: the scheduler it was submitted to (default: the configured one); repeatable.")
-def status(handle: str | None, fmt: str, roles: tuple[str, ...], sweep: str | None, schedulers: tuple[str, ...]
+def status(handle: str | None, fmt: str, roles: tuple[str, ...], sweep: str | None, scheduler: tuple[str, ...]
            ) -> int:
     """Show the state of an app and of each replica of each role.
 
@@ -39,10 +39,10 @@ def status(handle: str | None, fmt: str, roles: tuple[str, ...], sweep: str | No
     from torchspec.errors import UsageError
     from torchspec.runner.selection import sweep_handles
 
-    if (handle is None) == (sweep is None) or (schedulers and not sweep):
+    if (handle is None) == (sweep is None) or (scheduler and not sweep):
         raise UsageError("status: name one app by its handle, or a sweep with --sweep ID (and -s)")
     with open_runner() as runner:
-        handles = [runner.resolve_handle(handle)] if handle else sweep_handles(runner, str(sweep), schedulers)
+        handles = [runner.resolve_handle(handle)] if handle else sweep_handles(runner, str(sweep), scheduler)
         found = [(h, runner.require_status(h), runner.provenance(h) if fmt == "json" else None) for h in handles]
     if fmt == "json":
         data = [{**status_json(h, s, list(roles) or None), "provenance": p} for h, s, p in found]

@@ -48,11 +48,11 @@ def watch(runner: "Runner", handle: str, timeout: float | None = None, out: Text
 @click.command()
 @click.argument("handles", nargs=-1, metavar="[HANDLE]...")
 @click.option("--sweep", metavar="ID", help="Wait for every app of this sweep (submit --sweep prints its id).")
-@click.option("-s", "--scheduler", "schedulers", multiple=True, metavar="SCHEDULER",
+@click.option("-s", "--scheduler", "scheduler", multiple=True, metavar="SCHEDULER",
               help="With --sweep: the scheduler it was submitted to (default: the configured one); repeatable.")
 @click.option("--timeout", type=click.FloatRange(min=0), metavar="SECONDS",
               help="Give up after this many seconds (exit 124; the apps keep running).")
-def wait(handles: tuple[str, ...], sweep: str | None, schedulers: tuple[str, ...], timeout: float | None) -> int:
+def wait(handles: tuple[str, ...], sweep: str | None, scheduler: tuple[str, ...], timeout: float | None) -> int:
     """Wait for an app to end and exit with a code that says how it ended.
 
     While waiting, a live table of the replicas is shown on a terminal;
@@ -68,13 +68,13 @@ def wait(handles: tuple[str, ...], sweep: str | None, schedulers: tuple[str, ...
     waiting: a cancel on docker or kubernetes removes the app), 6 the
     scheduler's backend cannot be reached, 124 --timeout passed first.
     """
-    if handles and (sweep or schedulers):
+    if handles and (sweep or scheduler):
         raise UsageError("wait: name apps by handle or by --sweep, not both")
     if not handles and not sweep:
         raise UsageError("wait: name the app: a handle, several, or --sweep ID")
     if len(handles) == 1:
         return _wait_one(handles[0], timeout)
-    return _wait_many(handles, sweep, schedulers, timeout)
+    return _wait_many(handles, sweep, scheduler, timeout)
 
 
 def _wait_one(handle: str, timeout: float | None) -> int:
