@@ -460,6 +460,8 @@ def test_list_status_and_cancel_from_another_process(env: Env, docker_cleanup: A
     r = other.run("list", "-s", "docker", "--json")
     assert r.returncode == OK, r.stderr
     listed = {entry["app_handle"]: entry for entry in json.loads(r.stdout)}
+    created = listed[handle].pop("created")  # the engine's record, in UTC (test_load checks its value)
+    assert created.endswith("+00:00"), created
     assert listed[handle] == {"app_handle": handle, "app_id": app, "state": "RUNNING", "labels": {}}, listed[handle]
     table = other.run("status", handle)
     assert table.returncode == OK, table.stderr
