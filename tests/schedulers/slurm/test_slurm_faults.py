@@ -99,10 +99,11 @@ def test_the_controller_restarted_under_a_running_app(slurm_jobs: list, cluster_
 
 def test_a_node_lost_under_a_replica_fails_the_app_saying_so(slurm_jobs: list, cluster_dir: pathlib.Path,
                                                              tmp_path: pathlib.Path) -> None:
-    """The slurmd of one of the app's nodes dies and the node is set DOWN: the app is FAILED with NODE_FAIL
-    naming the node, and no replica reads SUCCEEDED (srun exits 0 when the node under its step fails: the
-    exit code each step writes on its node is what counts)."""
-    handle = cli(tmp_path, "submit", "-s", "slurm", sleeper(tmp_path, "lost")).stdout.strip()
+    """The slurmd of one of the app's nodes dies and the node is set DOWN: with ``-c preemption=fail`` (by default
+    Slurm requeues a job whose node is lost, as after a preemption) the app is FAILED with NODE_FAIL naming the
+    node, and no replica reads SUCCEEDED (srun exits 0 when the node under its step fails: the exit code each
+    step writes on its node is what counts)."""
+    handle = cli(tmp_path, "submit", "-s", "slurm", "-c", "preemption=fail", sleeper(tmp_path, "lost")).stdout.strip()
     job_id = handle.rsplit("/", 1)[1]
     slurm_jobs.append(job_id)
     wait_for(tmp_path, handle, ("RUNNING",))
