@@ -18,9 +18,9 @@ from torchspec.schedulers.ray.scheduler import RayScheduler
 from torchspec.schedulers.slurm.scheduler import SlurmScheduler
 
 
-def app(min_replicas: int | None) -> specs.AppDef:
+def app(min_replicas: int | None, image: str = "ghcr.io/acme/train:1") -> specs.AppDef:
     return specs.AppDef("elastic", [specs.Role(
-        name="trainer", image="ghcr.io/acme/train:1", entrypoint="torchrun",
+        name="trainer", image=image, entrypoint="torchrun",
         args=["--nnodes", f"{min_replicas}:2" if min_replicas == 1 else "2", "--nproc_per_node", "1", "train.py"],
         num_replicas=2, min_replicas=min_replicas)])
 
@@ -46,12 +46,13 @@ def test_the_pytorchjob_flavor_runs_it_elastic() -> None:
 
 
 @pytest.mark.parametrize("scheduler", [SlurmScheduler, RayScheduler])
-def test_slurm_and_ray_refuse_an_elastic_role(scheduler: type) -> None:
+def test_slurm_and_ray_refuse_an_elastic_role(scheduler: type, tmp_path: pathlib.Path) -> None:
+    # a folder for the image: on a Slurm cluster without pyxis a container image would be refused first
     with pytest.raises(AppRefusedError) as e:
-        scheduler("test").submit_dryrun(app(1), {})
+        scheduler("test").submit_dryrun(app(1, str(tmp_path)), {})
     assert [path for path, _ in e.value.problems] == [("roles", 0, "min_replicas")]
     assert "starts every replica" in e.value.message and "pytorchjob" in (e.value.hint or "")
-    scheduler("test").submit_dryrun(app(2), {})
+    scheduler("test").submit_dryrun(app(2, str(tmp_path)), {})
 
 
 def test_lint_names_the_line_of_min_replicas(tmp_path: pathlib.Path) -> None:
