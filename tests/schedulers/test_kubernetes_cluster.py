@@ -352,7 +352,10 @@ def test_dist_ddp_trains_with_gloo_across_two_pods(flavor: str, real: Target, tm
     gigabytes): the busybox image gets this machine's Python (with torch), /usr and the script through
     read-only host mounts, the component's own ``mounts`` parameter."""
     root = pathlib.Path(__file__).resolve().parents[2]
-    done = torchspec("submit", "-s", "kubernetes", "-c", f"namespace={real.ns},flavor={flavor}", "dist.ddp",
+    # pytorchjob: every pod kept (clean_pod_policy=None), since the operator ends the job when the Master
+    # succeeds and the default (Running) would delete a Worker finishing a moment later, with its log (ci52)
+    keep = ",clean_pod_policy=None" if flavor == "pytorchjob" else ""
+    done = torchspec("submit", "-s", "kubernetes", "-c", f"namespace={real.ns},flavor={flavor}{keep}", "dist.ddp",
                      "-p", "j=2x1", "-p", "script=/ddp/train.py", *torch_on_the_node(root / "examples" / "ddp_train"),
                      "--wait", timeout=600)
     handle = done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""
