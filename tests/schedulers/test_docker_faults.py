@@ -263,7 +263,10 @@ def test_a_process_killed_for_memory_in_a_replica_that_exits_0(env: Env) -> None
     OOMKilled: a launcher that ignores its child's death would otherwise hide it."""
     # the replica lives on a moment: the engine learns of an OOM kill from an event of its own, which may come
     # after the exit of a container that ends at once
-    script = 'head -c 200m /dev/zero | tail; echo "carried on after code $?"; sleep 1'
+    # the hog marks itself the OOM killer's first choice (a process may raise its own oom_score_adj): in 32 MB the
+    # replica's shell and launcher are never picked instead, as one was under two busy loops (stress run 2)
+    script = ('head -c 200m /dev/zero | (echo 1000 >/proc/self/oom_score_adj; exec tail); echo "carried on after'
+              ' code $?"; sleep 1')
     handle = env.submit(env.spec("oomok", [env.role("hog", script, resource={"cpu": 1, "memMB": 32})]))
     assert env.wait(handle) == OK
     status = env.status(handle)
