@@ -259,18 +259,25 @@ def test_out_of_memory_is_a_failure_that_says_so(env: Env, docker_cleanup: Any) 
 
 
 def test_a_process_killed_for_memory_in_a_replica_that_exits_0(env: Env) -> None:
-    """The replica's own process decides its state (SUCCEEDED), but its row says that one of its processes was
-    OOMKilled: a launcher that ignores its child's death would otherwise hide it."""
+    """The replica's own process decides its state, and its row says that one of its processes was OOMKilled: a
+    launcher that ignores its child's death would otherwise hide it.
+
+    Which processes the kernel kills is the kernel's: the hog marks itself its first choice (a process may raise
+    its own oom_score_adj), but on a starved machine (two busy loops) the memory of the killed hog is freed late
+    and a second OOM kill may take the replica's shell too.  So the test reads the log first: the shell carried
+    on after the kill (it printed so) and the replica is SUCCEEDED with the OOM kill named, or it did not and
+    the replica is FAILED with 137, the OOM kill named; never SUCCEEDED without the message."""
     # the replica lives on a moment: the engine learns of an OOM kill from an event of its own, which may come
     # after the exit of a container that ends at once
-    # the hog marks itself the OOM killer's first choice (a process may raise its own oom_score_adj): in 32 MB the
-    # replica's shell and launcher are never picked instead, as one was under two busy loops (stress run 2)
     script = ('head -c 200m /dev/zero | (echo 1000 >/proc/self/oom_score_adj; exec tail); echo "carried on after'
               ' code $?"; sleep 1')
     handle = env.submit(env.spec("oomok", [env.role("hog", script, resource={"cpu": 1, "memMB": 32})]))
-    assert env.wait(handle) == OK
+    code = env.wait(handle)
     status = env.status(handle)
     hog = replicas(status)["hog/0"]
-    assert (status["state"], hog["state"], hog["exit_code"]) == ("SUCCEEDED", "SUCCEEDED", 0), status
-    assert "was OOMKilled (it ran out of its memory limit), yet the replica exited with code 0" in hog["msg"], hog
-    assert "carried on after code 137" in env.logs(handle)
+    if "carried on after code 137" in env.logs(handle):
+        assert code == OK and (status["state"], hog["state"], hog["exit_code"]) == ("SUCCEEDED", "SUCCEEDED", 0)
+        assert "was OOMKilled (it ran out of its memory limit), yet the replica exited with code 0" in hog["msg"], hog
+    else:
+        assert code == APP_FAILED and (status["state"], hog["state"], hog["exit_code"]) == ("FAILED", "FAILED", 137)
+        assert "OOMKilled: it ran out of its memory limit" in hog["msg"], hog
