@@ -257,17 +257,35 @@ def live_groups(address: str, submission_id: str, job_id: str = "") -> List[str]
         (g.name or "").startswith(group_prefix(submission_id)) or (job_id and g.creator_job_id == job_id)))
 
 
-#: How long an ended app's placement groups may take to go.
+#: How long an ended app's placement groups may take to go: its driver removes them as it ends.
 GROUPS_GONE_S = 10.0
+#: How long a job needs to start and do a little on a busy machine (CI runs 8 test workers on 2 cores beside
+#: the Kubernetes, Slurm and Docker engines): a fresh driver process that imports ray and connects.
+JOB_START_S = 120.0
 
 
-def groups_left_after_end(sched, app_id: str) -> List[str]:
-    """The ended app's groups still live :data:`GROUPS_GONE_S` after its end (at once when none is)."""
+def groups_left_after_end(sched, app_id: str, within: float = GROUPS_GONE_S) -> List[str]:
+    """The ended app's groups still live ``within`` seconds of its end (at once when none is)."""
     desc = sched.describe(app_id)
     sid, job_id = desc.metadata["submission_id"], desc.metadata["ray_job_id"]
-    deadline = time.monotonic() + GROUPS_GONE_S
+    deadline = time.monotonic() + within
     while True:
         left = live_groups(sched.dashboard_address, sid, job_id)
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.25)
+
+
+def jobs_said(address: str, submission_id: str) -> str:
+    """Every Ray job of the app (its own and its cleanup jobs): status, message and log, for a failed test's
+    message, so that a failure in CI says where the app or its cleanup was."""
+    from ray.job_submission import JobSubmissionClient
+
+    client = JobSubmissionClient(f"http://{address}")
+    said = []
+    for job in client.list_jobs():
+        sid = job.submission_id or ""
+        if sid == submission_id or sid.startswith(f"torchspec-cleanup-{submission_id}-"):
+            log = client.get_job_logs(sid)
+            said.append(f"--- {sid}: {job.status} {job.message or ''}\n{log[-3000:]}")
+    return "\n".join(said) or f"no job of {submission_id}"

@@ -18,7 +18,7 @@ import sys
 import time
 from typing import List
 
-from ray_support import groups_left_after_end, live_groups, wait_state
+from ray_support import JOB_START_S, groups_left_after_end, jobs_said, live_groups, wait_state
 from test_ray_cluster import TERMINAL, ray_sched, role, submit  # noqa: F401 - ray_sched: the fixture
 from torchspec import specs
 from torchspec.schedulers.ray import cleanup
@@ -129,6 +129,8 @@ def test_asking_about_an_ended_app_removes_a_group_it_left_behind(ray_sched, ray
                    check=True, capture_output=True, timeout=120)
     assert live_groups(ray_sched.dashboard_address, sid_of(ray_sched, app_id)) == [f"{leaked} CREATED"]
     assert ray_sched.describe(app_id).state == AppState.SUCCEEDED  # what status, wait and cancel ask
-    assert groups_left_after_end(ray_sched, app_id) == []
+    # the backstop is a cleanup job: a fresh driver process must start, import ray and connect
+    left = groups_left_after_end(ray_sched, app_id, within=JOB_START_S)
+    assert left == [], jobs_said(ray_sched.dashboard_address, sid_of(ray_sched, app_id))
     assert {a.app_id for a in ray_sched.list()} >= {app_id}
     assert all("cleanup" not in a.app_id for a in ray_sched.list())  # the backstop's job is not an app

@@ -12,7 +12,7 @@ from typing import Iterator, List
 
 import pytest
 
-from ray_support import groups_left_after_end, wait_state
+from ray_support import JOB_START_S, groups_left_after_end, jobs_said, wait_state
 from torchspec import specs
 from torchspec.errors import AppRefusedError
 from torchspec.schedulers.api import Stream
@@ -226,8 +226,8 @@ def test_placement_timeout_fails_an_app_that_waits_too_long(ray_sched) -> None:
                     placement_strategy="STRICT_SPREAD")
     assert wait_state(ray_sched, hog_id, (AppState.RUNNING, *TERMINAL)).state == AppState.RUNNING
     late_id = submit(ray_sched, specs.AppDef("late", roles=[role("late", "true")]), placement_timeout=2)
-    desc = wait_state(ray_sched, late_id, TERMINAL, timeout=60)
-    assert desc.state == AppState.FAILED
+    desc = wait_state(ray_sched, late_id, TERMINAL, timeout=JOB_START_S)  # its driver starts, then waits 2 s
+    assert desc.state == AppState.FAILED, jobs_said(ray_sched.dashboard_address, desc.metadata["submission_id"])
     assert "the app cannot be placed" in desc.msg and "late" in desc.msg and "placement_timeout=2s" in desc.msg
     assert groups_left_after_end(ray_sched, late_id) == []  # its driver removed the group that waited
     ray_sched.cancel(hog_id)
