@@ -5,6 +5,7 @@ the pod is replaced without spending ``max_retries``.  The manifests here; on th
 
 from __future__ import annotations
 
+import json
 import pathlib
 import time
 from typing import Any, Dict, List
@@ -15,7 +16,8 @@ from torchspec import specs
 from torchspec.schedulers.kubernetes.job import IGNORE_DISRUPTIONS
 from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
 
-from test_kubernetes_cluster import Target, open_gate, real, status, submit, until_open, wait_state, write_spec  # noqa: F401
+from test_kubernetes_cluster import (Target, open_gate, real, status, submit, torchspec, until_open,  # noqa: F401
+                                     wait_state, write_spec)
 from test_kubernetes_cluster import env, k8s_image  # noqa: F401 - fixtures
 
 
@@ -84,3 +86,8 @@ def test_an_evicted_pod_is_replaced_and_the_app_succeeds_without_retries(flavor:
     assert status(handle)["state"] in ("RUNNING", "PENDING")
     open_gate(gate)
     assert wait_state(handle, ("SUCCEEDED", "FAILED", "CANCELLED"), timeout=180)["state"] == "SUCCEEDED", now
+    # events: the Job's controller made a pod, then its replacement once the first was evicted
+    said = torchspec("events", handle, "-o", "json")
+    assert said.returncode == 0, said.stderr
+    created = [e for e in json.loads(said.stdout) if e["reason"] == "SuccessfulCreate"]
+    assert len(created) >= 2 and all(e["source"].startswith("Job ") for e in created), created

@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "status": ("torchspec.cli.status_cmd", "status", "Show an app's state, per role and replica."),
     "logs": ("torchspec.cli.logs_cmd", "logs", "Print (or follow) an app's logs, prefixed with role/replica."),
     "wait": ("torchspec.cli.wait_cmd", "wait", "Wait for an app to end; the exit code says how it ended."),
+    "events": ("torchspec.cli.events_cmd", "events", "Show what the engine recorded about an app, newest last."),
     "cancel": ("torchspec.cli.apps_cmd", "cancel", "Cancel an app and everything it started."),
     "delete": ("torchspec.cli.apps_cmd", "delete", "Remove an app and what the scheduler keeps of it (logs too)."),
     "list": ("torchspec.cli.apps_cmd", "list_apps", "List the apps a scheduler knows about."),

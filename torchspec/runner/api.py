@@ -62,7 +62,7 @@ from torchspec.specs import (
 if TYPE_CHECKING:
     from torchspec.config import Config
     from torchspec.schedulers import SchedulerFactory
-    from torchspec.schedulers.api import ListAppResponse, Scheduler, Stream
+    from torchspec.schedulers.api import AppEvent, ListAppResponse, Scheduler, Stream
 
 #: Set in every role to the app's handle, so an app (or a tracker in it) can name itself.
 ENV_TORCHSPEC_JOB_ID = "TORCHSPEC_JOB_ID"
@@ -529,6 +529,14 @@ class Runner:
         scheduler, _, app_id = self._scheduler_app_id(app_handle)
         scheduler.delete(app_id)
         self._apps.pop(app_handle, None)
+
+    def events(self, app_handle: AppHandle) -> List["AppEvent"]:
+        """What the app's engine recorded about it, oldest first (``Scheduler.events``); UnsupportedError where
+        its scheduler cannot say, UnknownAppException for an app it does not know."""
+        scheduler, _, app_id = self._scheduler_app_id(app_handle)
+        scheduler.require(Capability.EVENTS)
+        self.require_status(app_handle)
+        return scheduler.events(app_id)
 
     def stop(self, app_handle: AppHandle) -> None:
         """Same as :meth:`cancel`, kept for TorchX code (which deprecates it)."""

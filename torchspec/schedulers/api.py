@@ -60,6 +60,8 @@ class Capability(str, Enum):
     #: a role's ``depends_on`` is kept: it starts after the roles it names finished or run (or, where one
     #: of its modes cannot, the scheduler refuses the app saying why); without it, such an app is refused
     ROLE_ORDER = "role_order"
+    #: ``events`` says what the engine recorded about an app (``torchspec events``)
+    EVENTS = "events"
 
     @property
     def doing(self) -> str:
@@ -76,6 +78,7 @@ _DOING = {
     Capability.WORKSPACE: "build a workspace into an image (--workspace)",
     Capability.LABELS: "keep an app's labels (apply, list -l, list --show-labels)",
     Capability.ROLE_ORDER: "start a role after another (depends_on)",
+    Capability.EVENTS: "say what the engine recorded about an app (events)",
 }
 
 
@@ -135,6 +138,38 @@ class ListAppResponse:
     #: when the engine took the app (aware, UTC), as the engine itself records it, so ``list --since`` and
     #: ``cancel --older-than`` agree on every machine; None where the engine does not say
     created: Optional[datetime] = None
+
+
+@dataclass(frozen=True)
+class AppEvent:
+    """One thing the engine (or torchspec's own supervisor) recorded about an app: ``torchspec events``, to
+    learn why an app is where it is without the engine's own tools.
+
+    ``role`` and ``replica`` say which replica it is about (None: the app, or a whole role), so ``events
+    HANDLE trainer/0`` keeps that replica's; ``source`` names the engine's object in its own words (``Pod
+    train-k3x9q2-trainer-0-x7b2z``, ``container ...``, ``job 42``) so that the user can look further."""
+
+    #: when the engine recorded it (aware, UTC); None where it does not say
+    time: Optional[datetime]
+    source: str
+    #: one word, the engine's where it has one (Kubernetes' reason, Docker's action, Slurm's state)
+    reason: str
+    message: str
+    #: the engine flags it as trouble (a Kubernetes Warning, a non-zero exit, an OOM kill, a failure)
+    warning: bool = False
+    role: Optional[str] = None
+    replica: Optional[int] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"time": self.time.isoformat() if self.time else None, "source": self.source,
+                "reason": self.reason, "message": self.message, "warning": self.warning, "role": self.role,
+                "replica": self.replica}
+
+
+def in_time_order(events: Iterable[AppEvent]) -> List[AppEvent]:
+    """Oldest first, an event without a time first of all; a stable sort, so events of one time keep the
+    engine's order."""
+    return sorted(events, key=lambda e: (e.time is not None, e.time.timestamp() if e.time else 0.0))
 
 
 T = TypeVar("T")
@@ -250,6 +285,7 @@ class Scheduler(abc.ABC, Generic[T]):
             Capability.WORKSPACE: callable(getattr(self, "build_workspace_and_update_role", None)),
             Capability.LOGS: cls.log_iter is not Scheduler.log_iter,
             Capability.DELETE: cls.delete is not Scheduler.delete,
+            Capability.EVENTS: cls.events is not Scheduler.events,
         }
         return inferred.get(capability, False)
 
@@ -442,6 +478,12 @@ class Scheduler(abc.ABC, Generic[T]):
         ``NotImplementedError`` where a scheduler cannot remove apps.
         """
         raise NotImplementedError(f"{self.__class__.__qualname__} cannot delete apps")
+
+    def events(self, app_id: str) -> List[AppEvent]:
+        """What the engine recorded about the app, oldest first (:func:`in_time_order`): its objects' and
+        replicas' transitions, and why (scheduled, pulled, started, exited with a code, OOM-killed, evicted,
+        preempted, waiting for resources).  Raises ``NotImplementedError`` where a scheduler cannot say."""
+        raise NotImplementedError(f"{self.__class__.__qualname__} cannot say what happened to an app")
 
     def log_iter(
         self,

@@ -132,6 +132,11 @@ def test_replica_retries_restart_only_the_failed_replica(ray_sched, tmp_path) ->
     attempts = [[line for line in ray_sched.log_iter(app_id, "trainer", k, streams=Stream.STDOUT)
                  if line.startswith("attempt=")] for k in (0, 1)]
     assert attempts == [["attempt=0\n"], ["attempt=0\n", "attempt=1\n"]]  # each run sees which it is
+    # events: the driver's account of the retry, and the end
+    said = [(e.reason, e.role, e.replica, e.message) for e in ray_sched.events(app_id)]
+    assert ("Restarting", "trainer", 1, "trainer/1 exited with code 5; restarting 1 replica(s) (REPLICA retry)"
+            ) in said, said
+    assert said[0][0] == "Submitted" and said[-1][:3] == ("Succeeded", None, None), said
 
 
 def test_role_retries_restart_every_replica_of_the_failed_role_and_only_it(ray_sched, ray_cluster, tmp_path) -> None:

@@ -293,3 +293,6 @@ def test_a_requeue_is_not_a_failure_and_the_replica_sees_its_attempt(sched, imag
     assert desc.state == AS.SUCCEEDED, desc.msg
     out = "".join(sched.log_iter(job_id, "w", 0, streams="stdout"))
     assert re.findall(r"^attempt=(\d+)$", out, re.M) == ["0", "1"] and "done" in out, out
+    # events say the requeue, and that the job then completed
+    said = [(e.reason, e.warning) for e in sched.events(job_id) if e.role is None]
+    assert ("Requeued", True) in said and said[-1] == ("Completed", False), said

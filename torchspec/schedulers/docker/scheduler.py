@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List,
 from torchspec.errors import BackendError, MissingExtraError, NotFoundError, UnreachableError
 from torchspec.times import utc_from_epoch
 from torchspec.schedulers.api import (
+    AppEvent,
     IMAGE_ID_PREFIX,
     Capability,
     DescribeAppResponse,
@@ -111,7 +112,8 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
     points it at the terminal, the library default logs at INFO.
     """
 
-    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.WORKSPACE, Capability.LABELS, Capability.ROLE_ORDER})
+    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.WORKSPACE, Capability.LABELS, Capability.ROLE_ORDER,
+                              Capability.EVENTS})
     keeps_labels = True  # as a container label
 
     def __init__(self, session_name: str, client: Optional["docker.DockerClient"] = None,
@@ -290,6 +292,14 @@ class DockerScheduler(Scheduler[Dict[str, CfgVal]]):
             labels=_app_labels(view),
             name=first.labels.get(LABEL_APP_NAME) or None if first is not None else None,
         )
+
+    @_engine_call
+    def events(self, app_id: str) -> List[AppEvent]:
+        """The engine's events of the app's containers, and their state (:mod:`.events`)."""
+        from torchspec.schedulers.docker.events import app_events
+
+        client = self.client()
+        return app_events(client, read_app(client, app_id))
 
     def _settled(self, client: "docker.DockerClient", view: AppView) -> AppView:
         """``view``, unless its SUCCEEDED may be the engine's doing rather than the app's.

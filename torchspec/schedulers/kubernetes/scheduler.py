@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, 
 from torchspec.errors import BackendError, NotFoundError
 from torchspec.times import utc_from_iso
 from torchspec.schedulers.api import (
+    AppEvent,
     Capability,
     DescribeAppResponse,
     ListAppResponse,
@@ -67,7 +68,8 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
     A context or namespace in an app id (:class:`AppRef`) wins over both.
     """
 
-    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.DELETE, Capability.LABELS, Capability.ROLE_ORDER})
+    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.DELETE, Capability.LABELS, Capability.ROLE_ORDER,
+                              Capability.EVENTS})
     keeps_labels = True  # as an annotation of the app's objects
 
     def __init__(self, session_name: str, client: Optional["kubernetes.client.ApiClient"] = None,
@@ -252,6 +254,18 @@ class KubernetesScheduler(Scheduler[Dict[str, CfgVal]]):
         if not view.exists:
             return None
         return describe_app(view, app_id)
+
+    def events(self, app_id: str) -> List[AppEvent]:
+        """The cluster's Events of the app's objects and pods (:mod:`.events`)."""
+        from torchspec.schedulers.kubernetes.events import app_events
+
+        view = self.read_app(app_id)
+        if not view.exists:
+            return []
+        listed = self._cluster.call(f"reading the events of app {view.app_id} in namespace {view.namespace}",
+                                    self._cluster.core(view.context).list_namespaced_event, view.namespace,
+                                    context=view.context)
+        return app_events(view, [self._cluster.as_json(e, view.context) for e in listed.items])
 
     def wait_for_change(self, app_id: str, timeout: float) -> None:
         """Wake when the app's top-level objects change after they were last read (the API's watch, from the

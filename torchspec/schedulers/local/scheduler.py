@@ -23,6 +23,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Patte
 from torchspec.errors import AppRefusedError, NotFoundError, StateError
 from torchspec.schedulers.secrets import carried_values
 from torchspec.schedulers.api import (
+    AppEvent,
     Capability,
     DescribeAppResponse,
     ListAppResponse,
@@ -112,7 +113,7 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
     submitting process exits, which is the point.
     """
 
-    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.LABELS, Capability.ROLE_ORDER})
+    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.LABELS, Capability.ROLE_ORDER, Capability.EVENTS})
     keeps_labels = True  # in state.json
 
     def __init__(self, session_name: str, state_dir: Optional[str] = None) -> None:
@@ -243,6 +244,13 @@ class LocalScheduler(Scheduler[Dict[str, CfgVal]]):
             labels=dict(state.get("labels") or {}),
             name=str(spec.get("name") or "") or None,
         )
+
+    def events(self, app_id: str) -> List[AppEvent]:
+        """The supervisor's record of the app (:mod:`.events`)."""
+        from torchspec.schedulers.local.events import read_events
+
+        app_dir = self.app_dir(app_id)
+        return [] if app_dir is None else read_events(app_dir, read_state(app_dir))
 
     def list(self) -> List[ListAppResponse]:
         """The apps in this scheduler's state dir (including linked ones), oldest first.

@@ -428,6 +428,7 @@ class Supervisor:
     def restart(self, replicas: List[_Replica], why: str) -> None:
         """Stop ``replicas`` that still run, then start each again with a restart marker in its logs."""
         self.state["msg"] = why
+        _say(f"restarting {', '.join(replica.name for replica in replicas)}: {why}")
         self.stop(replicas, None)
         for replica in replicas:
             replica.record["restarts"] += 1

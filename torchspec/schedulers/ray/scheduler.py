@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from torchspec.errors import AppRefusedError, BackendError, NotFoundError
 from torchspec.times import utc_from_epoch
 from torchspec.schedulers.api import (
+    AppEvent,
     Capability,
     DescribeAppResponse,
     ListAppResponse,
@@ -45,7 +46,7 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
 
     # no LABELS: a job's metadata holds torchspec's keys and the metadata run option, not the app's labels
     capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS,
-                              Capability.DELETE, Capability.ROLE_ORDER})
+                              Capability.DELETE, Capability.ROLE_ORDER, Capability.EVENTS})
     unknown_app_hint = ("a Ray head that restarted forgets every job (unless the cluster has GCS fault"
                         " tolerance), and its apps stopped with it")
 
@@ -122,6 +123,16 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
         if is_terminal(job_state(job.status)):
             self._free_groups(cluster, submission_id, job)
         return describe_job(app_id, job, actors, node_ips, stopped_log)
+
+    def events(self, app_id: str) -> List[AppEvent]:
+        """The Ray job's record and its driver's lines (:mod:`.events`)."""
+        from torchspec.schedulers.ray.events import job_events
+
+        located = self._located(app_id)
+        job = located[0].job(located[1]) if located else None
+        if job is None or META_APP not in (job.metadata or {}):
+            return []
+        return job_events(job, located[0].call("get_job_logs", located[1]))
 
     def _free_groups(self, cluster: RayCluster, submission_id: str, job: Any) -> None:
         """The backstop (:mod:`.cleanup`): a terminal app's placement groups that are still live (its driver

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from torchspec.schedulers.api import decode_labels
 from torchspec.schedulers.slurm.states import COMMENT_LABELS, COMMENT_PREFIX, STATE_WORDS, slurm_state
 from torchspec.specs import AppState
-from torchspec.times import utc_from_iso
+from torchspec.times import utc_from_epoch, utc_from_iso
 
 
 @dataclass
@@ -31,6 +31,10 @@ class JobView:
     restarts: int
     comment: str
     nodes: str
+    #: when Slurm took the job, last started it, ended it (aware UTC); None where it does not say (yet)
+    submitted: Optional[datetime] = None
+    started: Optional[datetime] = None
+    ended: Optional[datetime] = None
 
     @property
     def app_state(self) -> AppState:
@@ -83,6 +87,9 @@ def view_from_scontrol(fields: Mapping[str, str]) -> JobView:
         restarts=int(fields.get("Restarts", "0") or 0),
         comment="" if comment == "(null)" else comment,
         nodes=fields.get("NodeList", ""),
+        submitted=utc_from_iso(fields.get("SubmitTime")),
+        started=utc_from_iso(fields.get("StartTime")),
+        ended=utc_from_iso(fields.get("EndTime")),
     )
 
 
@@ -115,7 +122,18 @@ def view_from_json(job: Mapping[str, Any]) -> JobView:
         restarts=int(job.get("restart_cnt", 0) or 0),
         comment=str(job.get("comment") or ""),
         nodes=str(job.get("nodes", "")),
+        submitted=_json_time(job.get("submit_time")),
+        started=_json_time(job.get("start_time")),
+        ended=_json_time(job.get("end_time")),
     )
+
+
+def _json_time(value: Any) -> Optional[datetime]:
+    """A JSON job's time: seconds since the epoch, bare or as ``{set, number}`` by data_parser version; 0 and
+    unset are None."""
+    if isinstance(value, dict):
+        value = value.get("number") if value.get("set", True) and not value.get("infinite") else None
+    return utc_from_epoch(value) if isinstance(value, (int, float)) else None
 
 
 #: What ``sacct`` is asked for, in the order :func:`parse_sacct` reads it.

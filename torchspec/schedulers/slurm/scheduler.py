@@ -21,6 +21,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from torchspec.errors import BackendError, NotFoundError
 from torchspec.times import utc_from_epoch
 from torchspec.schedulers.api import (
+    AppEvent,
     Capability,
     DescribeAppResponse,
     ListAppResponse,
@@ -90,7 +91,8 @@ SlurmReplicaStatus = ReplicaWhyStatus
 class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
     """Submits each app as one (heterogeneous) batch job with ``sbatch`` and asks ``scontrol`` about it."""
 
-    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.LABELS, Capability.ROLE_ORDER})
+    capabilities = frozenset({Capability.LOGS, Capability.FOLLOW_LOGS, Capability.LOG_WINDOW, Capability.LOG_STREAMS, Capability.DELETE, Capability.LABELS, Capability.ROLE_ORDER,
+                              Capability.EVENTS})
     keeps_labels = True  # in the job's comment (and its spec.json)
 
     def __init__(self, session_name: str, request_timeout: Optional[float] = None) -> None:
@@ -281,6 +283,15 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
         return DescribeAppResponse(app_id=app_id, state=state, num_restarts=restarts, msg=msg,
                                    roles_statuses=roles_statuses, roles=roles, metadata=metadata, labels=labels,
                                    name=str((spec or {}).get("name") or "") or None)
+
+    def events(self, app_id: str) -> List[AppEvent]:
+        """The job's record and its log folder's (:mod:`.events`)."""
+        from torchspec.schedulers.slurm.events import job_events
+
+        if not is_job_id(app_id):
+            return []
+        views = self.read_job(app_id)
+        return job_events(views, self._job_dir(app_id, views))
 
     def exists(self, app_id: str) -> bool:
         if not is_job_id(app_id):
