@@ -4,34 +4,24 @@ requeued as a preemption requeues it (no retry spent)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import pathlib
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from typing import List
 
-import skips
+from torch_support import free_port, torch_or_skip
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "resume"
 EXE = pathlib.Path(sys.executable).with_name("torchspec")
 FINAL = re.compile(r"final step 200 loss \S+ weight \S+ bias \S+")
 
-if importlib.util.find_spec("torch") is None:
-    skips.skip_or_fail("TORCH", "torch is not installed (bash scripts/test installs torch==2.13.0)",
-                       allow_module_level=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+torch_or_skip()
 
 
 def cli(home: pathlib.Path, *args: str, timeout: float = 300) -> "subprocess.CompletedProcess[str]":

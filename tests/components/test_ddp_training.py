@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pathlib
 import re
-import socket
 import subprocess
 import sys
 
-import skips
+from torch_support import free_port, torch_or_skip
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXE = pathlib.Path(sys.executable).with_name("torchspec")
 
-if importlib.util.find_spec("torch") is None:
-    skips.skip_or_fail("TORCH", "torch is not installed (bash scripts/test installs torch==2.13.0)",
-                       allow_module_level=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+torch_or_skip()
 
 
 def test_two_node_ddp_trains_to_a_low_loss(tmp_path) -> None:
