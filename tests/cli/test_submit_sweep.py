@@ -86,3 +86,43 @@ def test_status_and_wait_take_a_sweep(env: Env) -> None:
         assert env.run(*args).returncode == USAGE
     r = env.run("wait", "--sweep", "sw-nothing")
     assert r.returncode == USAGE and "no apps of sweep sw-nothing on local" in r.stderr
+
+
+def test_a_params_files_sweep_block_is_a_grid_too(env: Env) -> None:
+    (env.tmp / "grid.yaml").write_text("batch: 16\nsweep:\n  lr: [1.0e-4, 3.0e-4]\n")
+    r = env.run("submit", "-s", "local", "train.yaml", "--params-file", "grid.yaml", "--sweep", "batch=32,64")
+    assert r.returncode == OK, r.stderr
+    handles = r.stdout.split()
+    names = [h.rsplit("/", 1)[1].rsplit("-", 1)[0] for h in handles]
+    # --sweep's params first (varying slowest), then the file's; a swept param wins over the file's value
+    assert names == ["train-batch-32-lr-0-0001", "train-batch-32-lr-0-0003", "train-batch-64-lr-0-0001",
+                     "train-batch-64-lr-0-0003"]
+    assert "# params: batch=64, lr=0.0003" in env.run("describe", handles[3]).stdout
+    env.run("cancel", "--sweep", r.stderr.split()[1].rstrip(":"), "--yes")
+
+
+@pytest.mark.parametrize("command", [["render"], ["dryrun", "-s", "local"]])
+def test_one_point_of_a_params_files_sweep_is_chosen_with_p(env: Env, command: list) -> None:
+    (env.tmp / "grid.yaml").write_text("sweep:\n  lr: [0.5, 0.25]\n")
+    r = env.run(*command, "train.yaml", "--params-file", "grid.yaml")
+    assert r.returncode == SPEC_ERROR, r.stderr
+    assert "grid.yaml:1:1: error TS307 the params file sweeps 'lr'" in r.stderr and "-p lr=0.5" in r.stderr
+    r = env.run(*command, "train.yaml", "--params-file", "grid.yaml", "-p", "lr=0.25")
+    assert r.returncode == OK and "lr=0.25" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("block, said", [
+    ("sweep: [1, 2]", "grid.yaml:1:8: error TS307 the params file's sweep must map params to lists of values"),
+    ("sweep:\n  lr: 0.5", "grid.yaml:2:7: error TS307 sweep 'lr' must be a list of one or more values"),
+    ("sweep:\n  lr: [0.5, 0.5]", "sweep 'lr' gives a value twice"),
+    ("sweep:\n  lr: [0.5, {a: 1}]", "grid.yaml:2:13: error TS307 sweep 'lr': a value must be a string, number"),
+    ("sweep:\n  lrr: [0.5]", "grid.yaml:2:3: error TS301 unknown param 'lrr' in the params file's sweep"),
+    ("sweep:\n  batch: [1, x]", "grid.yaml:2:14: error TS303 param 'batch' swept by the params file"),
+])
+def test_a_bad_sweep_block_is_found_by_lint_at_its_place_and_submits_nothing(env: Env, block: str, said: str
+                                                                            ) -> None:
+    (env.tmp / "grid.yaml").write_text(block + "\n")
+    for command in (["lint", "train.yaml"], ["submit", "-s", "local", "train.yaml"]):
+        r = env.run(*command, "--params-file", "grid.yaml")
+        assert r.returncode == SPEC_ERROR and said in r.stderr + r.stdout, (command, r.stdout, r.stderr)
+    assert listed(env) == []

@@ -180,7 +180,7 @@ def submit(ctx: click.Context, component: str | None, component_args: tuple[str,
         name, run_cfg = _prepare(runner, scheduler, cfg)
         _require(runner, name, workspace=workspace, follow=log)
         args = _component_args(ctx, component, component_args, params)
-        if sweep:
+        if sweep or params_file_sweeps(params_file):
             return _submit_sweep(runner, component, args, sweep, name, run_cfg, wait_ or log, workspace=workspace,
                                  params_file=params_file, app_name=app_name, template_paths=template_paths)
         with _build_progress(workspace):
@@ -204,6 +204,13 @@ def submit(ctx: click.Context, component: str | None, component_args: tuple[str,
     return for_app_state(status.state)
 
 
+def params_file_sweeps(params_file: str | None) -> bool:
+    """Whether the params file holds a ``sweep:`` block (``submit`` then submits its grid)."""
+    from torchspec.runner.sweep import file_sweep
+
+    return bool(params_file and file_sweep(params_file))
+
+
 def _submit_sweep(runner: "Runner", component: str, args: Any, words: tuple[str, ...], scheduler: str,
                   cfg: dict[str, "CfgVal"], follow: bool, **load: Any) -> int:
     """Every point dry-run first, then each submitted, its handle printed as it goes; a failure part way says
@@ -211,11 +218,13 @@ def _submit_sweep(runner: "Runner", component: str, args: Any, words: tuple[str,
     from torchspec.errors import TorchSpecError, UsageError
     from torchspec.runner.sweep import SWEEP_LABEL, Sweep, dryrun_sweep
 
+    grid = Sweep.parse(words).with_file(load.get("params_file"))
+
     if follow:
         raise UsageError("--wait and --log follow one app; a sweep submits several",
                          "follow them with: torchspec list --sweep ID, and torchspec wait HANDLE")
     with _build_progress(load.get("workspace")):
-        infos = dryrun_sweep(runner, component, args, Sweep.parse(words), scheduler, cfg, **load)
+        infos = dryrun_sweep(runner, component, args, grid, scheduler, cfg, **load)
     sweep_id = infos[0]._app.metadata[SWEEP_LABEL] if infos[0]._app else "?"
     print(f"sweep {sweep_id}: {len(infos)} apps", file=sys.stderr)
     for done, info in enumerate(infos):

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from torchspec.errors import Diagnostic, SpecError
 from torchspec.loader import params as params_mod
+from torchspec.loader.params import SWEEP_KEY
 from torchspec.loader.document import Document, Path
 from torchspec.loader.parsers import parse
 from torchspec.loader.source import FILES, MAX_FILE_BYTES, Source, detect_format, read_text, with_overlays
@@ -184,11 +185,13 @@ def _has_markers(text: str) -> bool:
 
 @dataclass
 class ValuesFile:
-    """What a params file holds: its values (param name -> value), the parsed document, its problems."""
+    """What a params file holds: its values (param name -> value), the parsed document, its problems, and its
+    ``sweep:`` block (param name -> the values to sweep it over; None without one)."""
 
     values: dict[str, Any]
     document: Document | None
     diagnostics: list[Diagnostic]
+    sweep: dict[str, list[Any]] | None = None
 
 
 def read_params_file(path: str, source: Source = FILES) -> ValuesFile:
@@ -210,7 +213,11 @@ def read_params_file(path: str, source: Source = FILES) -> ValuesFile:
         return ValuesFile({}, docs[0] if docs else None, [Diagnostic(
             "TS307", "a params file must hold one mapping of param names to values", file=path, line=1, column=1,
             hint="write one 'name: value' line per param")])
-    return ValuesFile(docs[0].data, docs[0], [])
+    values = dict(docs[0].data)
+    if SWEEP_KEY not in values:
+        return ValuesFile(values, docs[0], [])
+    sweep, problems = params_mod.read_sweep(values.pop(SWEEP_KEY), docs[0])
+    return ValuesFile(values, docs[0], problems, sweep)
 
 
 def declared_params(path: str) -> list[str] | None:
@@ -249,6 +256,9 @@ def _load_document(doc: Document, options: LoadOptions, values_file: ValuesFile 
     )
     if values_file:
         out.diagnostics.extend(values_file.diagnostics)
+        if values_file.sweep and values_file.document is not None:
+            out.diagnostics.extend(params_mod.check_sweep(values_file.sweep, declared, values_file.document,
+                                                          given=options.params, grid_only=options.lint))
     out.diagnostics.extend(resolved.diagnostics)
     if not out.ok:
         return out

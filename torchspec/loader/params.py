@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from torchspec.errors import Diagnostic
 from torchspec.loader.document import Document
@@ -242,3 +242,67 @@ def _unknown(name: str, params: dict[str, Param], doc: Document, file_doc: Docum
         d.line = d.column = None
         d.source_line = None
     return d
+
+
+#: The key of a params file's sweep block: each param with the values to sweep it over (``submit`` runs the grid).
+SWEEP_KEY = "sweep"
+_SCALARS = (str, int, float, bool)
+
+
+def read_sweep(raw: Any, doc: Document) -> tuple[dict[str, list[Any]] | None, list[Diagnostic]]:
+    """A params file's ``sweep:`` block (a mapping of param -> a non-empty list of plain values), or TS307 at
+    what is wrong with it.  ``sweep`` is reserved at a params file's top level: a param of that name is given
+    with ``-p``."""
+    hint = "write one list per param: sweep: {lr: [1e-4, 3e-4], batch: [32, 64]}"
+    if not isinstance(raw, dict) or not raw:
+        return None, [doc.diagnostic("TS307", "the params file's sweep must map params to lists of values",
+                                     (SWEEP_KEY,), hint)]
+    problems = []
+    for name, values in raw.items():
+        if not isinstance(values, list) or not values:
+            problems.append(doc.diagnostic("TS307", f"sweep {name!r} must be a list of one or more values",
+                                           (SWEEP_KEY, name), hint))
+        elif len(set(map(repr, values))) != len(values):
+            problems.append(doc.diagnostic("TS307", f"sweep {name!r} gives a value twice", (SWEEP_KEY, name),
+                                           "each point once"))
+        for i, value in enumerate(values if isinstance(values, list) else []):
+            if not isinstance(value, _SCALARS):
+                problems.append(doc.diagnostic("TS307", f"sweep {name!r}: a value must be a string, number or"
+                                                        f" boolean, not {type(value).__name__}",
+                                               (SWEEP_KEY, name, i), hint))
+    return (None if problems else {str(k): list(v) for k, v in raw.items()}), problems
+
+
+def check_sweep(sweep: dict[str, list[Any]], params: dict[str, Param], file_doc: Document,
+                given: Mapping[str, str], grid_only: bool) -> list[Diagnostic]:
+    """The grid's problems: a swept param the spec does not declare, a value it refuses (each at its place in
+    the params file); and, unless ``grid_only`` (lint), a swept param with no point chosen by ``-p``: only
+    ``submit`` runs a whole sweep."""
+    out: list[Diagnostic] = []
+    for name, values in sweep.items():
+        if name not in params:
+            guess = did_you_mean(name, params)
+            out.append(file_doc.diagnostic("TS301", f"unknown param {name!r} in the params file's sweep",
+                                           (SWEEP_KEY, name), f"did you mean {guess!r}?" if guess else
+                                           f"declared params: {', '.join(params) or 'none'}", key=True))
+            continue
+        for i, value in enumerate(values):
+            try:
+                check(params[name], value)
+            except ConversionError as e:
+                code = "TS304" if ("not one of" in str(e) or "minimum" in str(e) or "maximum" in str(e)) else "TS303"
+                out.append(file_doc.diagnostic(code, f"param {name!r} swept by the params file: {e}",
+                                               (SWEEP_KEY, name, i), params[name].usage()))
+    unchosen = [name for name in sweep if name in params and name not in given]
+    if unchosen and not grid_only:
+        points = " ".join(f"-p {name}={sweep_value(sweep[name][0])}" for name in unchosen)
+        out.append(file_doc.diagnostic(
+            "TS307", f"the params file sweeps {', '.join(map(repr, unchosen))}: `torchspec submit` submits its"
+                     " grid, one app per point; this command runs one point", (SWEEP_KEY,),
+            f"choose one: {points}", key=True))
+    return out
+
+
+def sweep_value(value: Any) -> str:
+    """A swept value as ``-p`` would give it (``true``, ``0.0003``)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)

@@ -37,6 +37,8 @@ class Sweep:
     """The grid: each swept param with its values, in the order given (the first varies slowest)."""
 
     grid: Tuple[Tuple[str, Tuple[str, ...]], ...]
+    #: the params a params file's ``sweep:`` block sweeps: the loader finds what is wrong with those, at their place
+    from_file: Tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, words: Sequence[str]) -> "Sweep":
@@ -57,6 +59,15 @@ class Sweep:
             grid[key] = values
         return cls(tuple(grid.items()))
 
+    def with_file(self, params_file: Optional[str]) -> "Sweep":
+        """This grid and the params file's ``sweep:`` block, the file's params after these; a param swept by
+        both is a UsageError."""
+        found = file_sweep(params_file) if params_file else {}
+        both = [key for key, _ in self.grid if key in found]
+        if both:
+            raise UsageError(f"{both[0]!r} is swept by --sweep and by the params file's sweep", "sweep it one way")
+        return Sweep(self.grid + tuple((key, tuple(values)) for key, values in found.items()), tuple(found))
+
     def points(self) -> List[Dict[str, str]]:
         """Every combination, the first key varying slowest."""
         keys = [key for key, _ in self.grid]
@@ -66,11 +77,21 @@ class Sweep:
         """Refuse a swept key the spec does not declare (``declared`` None: the spec cannot tell, so the loader
         judges each point) or that ``-p`` also sets."""
         for key, _ in self.grid:
-            if declared is not None and key not in declared:
+            if declared is not None and key not in declared and key not in self.from_file:
                 raise UsageError(f"--sweep {key!r} is not a param of the spec",
                                  did_you_mean_hint(key, declared, "its params"))
             if key in given:
                 raise UsageError(f"{key!r} is given by -p and swept by --sweep", "give it one way")
+
+
+def file_sweep(params_file: str) -> Dict[str, List[str]]:
+    """A params file's ``sweep:`` block, each value as ``-p`` gives it; {} without one (or one with problems:
+    loading the spec reports them, at their place)."""
+    from torchspec.loader import read_params_file
+    from torchspec.loader.params import sweep_value
+
+    block = read_params_file(params_file).sweep or {}
+    return {key: [sweep_value(v) for v in values] for key, values in block.items()}
 
 
 def new_sweep_id() -> str:
