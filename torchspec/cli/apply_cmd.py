@@ -39,12 +39,15 @@ _LOCKS = ("file", "kubernetes")  # torchspec.gitops.lock.LOCKS
 @click.option("--lock-duration", type=click.IntRange(min=1), metavar="SECONDS",
               help="--lock kubernetes: how long the Lease lasts unless renewed (every third of it, while apply "
                    "runs); a run that dies holds it that long (default: [apply] lock_duration, else 60).")
+@click.option("--sweep", "sweep", multiple=True, metavar="PARAM=V1,V2,...",
+              help="Apply every spec once per point of this grid (repeatable; a params file's sweep: block adds to "
+                   "it): each point is an app of its own, kept, created, replaced and pruned by itself.")
 @output_option(_FORMATS, "text (coloured on a terminal), markdown (a pull-request comment) or json.",
                legacy_format=("--format",))
 def apply(paths: tuple[str, ...], scheduler: str | None, cfg: str | None, params: tuple[str, ...],
           params_file: str | None, template_paths: tuple[str, ...], plan_only: bool, replace: bool, prune: bool,
           all_or_nothing: bool, scope: str, lock: str | None, lock_file: str | None, lock_timeout: float | None,
-          lock_duration: int | None, fmt: str) -> int:
+          lock_duration: int | None, sweep: tuple[str, ...], fmt: str) -> int:
     """Submit the spec files under PATHS that do not run yet; twice submits nothing the second time.
 
     \b
@@ -61,6 +64,11 @@ def apply(paths: tuple[str, ...], scheduler: str | None, cfg: str | None, params
     that does not load is not submitted; the others are, unless
     --all-or-nothing. Runs on one machine take turns (a lock file); with
     --lock kubernetes, runs on any machine do (a Lease on the cluster).
+
+    With --sweep lr=1e-4,3e-4 (or a params file's sweep: block) each point
+    of the grid is an app of its own, known as PATH@lr=1e-4: adding a value
+    creates its point, removing one prunes it (--prune), and every point of
+    a spec carries one sweep id (`list --sweep ID`).
 
     Exit codes: 0 done (--plan: nothing to do), 1 a spec has errors and was
     not submitted (--plan: something to do), 7 --plan: a spec has errors,
@@ -79,7 +87,7 @@ def apply(paths: tuple[str, ...], scheduler: str | None, cfg: str | None, params
 
     full_config = load_config()
     config = apply_settings(full_config)
-    options = ApplyOptions(scheduler=scheduler or "", cfg=cfg, params=parse_params(params), params_file=params_file,
+    options = ApplyOptions(scheduler=scheduler or "", cfg=cfg, params=parse_params(params), params_file=params_file, sweep=sweep,
                            template_paths=config_template_paths(full_config, template_paths), scope=scope, replace=replace, prune=prune,
                            all_or_nothing=all_or_nothing, lock_file=lock_file,
                            lock=lock or ("file" if lock_file else config.get("lock", "file")),

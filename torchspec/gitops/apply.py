@@ -62,6 +62,9 @@ class ApplyOptions:
     params: Mapping[str, str] = field(default_factory=dict)
     params_file: str | None = None
     template_paths: tuple[str, ...] = ()
+    #: ``--sweep PARAM=V1,V2`` words: every spec is applied once per point of the grid (with the params file's
+    #: ``sweep:`` block), each point an identity of its own
+    sweep: tuple[str, ...] = ()
     scope: str = DEFAULT_SCOPE
     replace: bool = False
     prune: bool = False
@@ -239,36 +242,65 @@ def load_specs(root: str, paths: Iterable[str], options: ApplyOptions, scheduler
                run_options: Mapping[str, Any]) -> list[Step]:
     """A ``create`` step per app of every spec under ``paths`` (as lint finds them), with its identity and
     hash; an ``error`` step for a file that does not load, or an app whose identity another one has."""
-    from torchspec.specs.canonical import canonical_app, content_hash
     from torchspec.lint import discover, lint_file
     from torchspec.loader import LoadOptions
+    from torchspec.runner.sweep import Sweep
 
-    load_options = LoadOptions(params=options.params, params_file=options.params_file,
-                               template_paths=options.template_paths)
+    grid = Sweep.parse(options.sweep).with_file(options.params_file)
+    points = grid.points() if grid.grid else [{}]
     steps: list[Step] = []
     owners: dict[str, str] = {}
     for path, named in discover(paths):
-        loaded = lint_file(path, named, load_options)
-        if loaded is None:
-            continue  # found in a folder, and not a spec
-        rel = relative(root, path)
-        errors = [d for d in loaded.all_diagnostics() if d.is_error]
-        if errors:
-            steps.append(Step("error", rel, rel, errors=errors, message=_count(len(errors), "error")))
-            continue
-        docs = [doc for doc in loaded.documents if doc.app is not None]
-        for doc in docs:
-            app = doc.app
-            assert app is not None
-            identity = str(app.metadata.get(LABEL_ID) or (rel if len(docs) == 1 else f"{rel}#{app.name}"))
-            if identity in owners:
-                steps.append(Step("error", identity, rel, app.name,
-                                  message=f"{owners[identity]} has the identity {identity!r} too: declare another "
-                                          f"metadata {LABEL_ID}, or rename the app"))
+        for point in points:
+            load_options = LoadOptions(params={**options.params, **point}, params_file=options.params_file,
+                                       template_paths=options.template_paths)
+            loaded = lint_file(path, named, load_options)
+            if loaded is None:
+                break  # found in a folder, and not a spec
+            rel = relative(root, path)
+            errors = [d for d in loaded.all_diagnostics() if d.is_error]
+            if errors:
+                steps.append(Step("error", rel + point_suffix(point), rel, errors=errors,
+                                  message=_count(len(errors), "error")))
                 continue
-            owners[identity] = rel if len(docs) == 1 else f"{rel}#{app.name}"
-            digest = content_hash(canonical_app(app, doc.env_read), scheduler=scheduler, run_options=run_options)
-            steps.append(Step("create", identity, rel, app.name, digest, app=app))
+            docs = [doc for doc in loaded.documents if doc.app is not None]
+            steps += app_steps(docs, rel, point, owners, options.scope, scheduler, run_options)
+    return steps
+
+
+def point_suffix(point: Mapping[str, str]) -> str:
+    """What a sweep's point adds to an identity: ``@lr=1e-4,batch=32`` (nothing outside a sweep)."""
+    return "@" + ",".join(f"{key}={value}" for key, value in point.items()) if point else ""
+
+
+def app_steps(docs: list[Any], rel: str, point: Mapping[str, str], owners: dict[str, str], scope: str,
+              scheduler: str, run_options: Mapping[str, Any]) -> list[Step]:
+    """A ``create`` step per app of one loaded file (one point of a sweep: each app named for its point, its
+    identity the spec's and the point's, its sweep id the same on every apply of the spec); an ``error`` step
+    for an app whose identity another has."""
+    import hashlib
+
+    from torchspec.runner.sweep import SWEEP_LABEL, point_name
+    from torchspec.specs.canonical import canonical_app, content_hash
+
+    steps = []
+    for doc in docs:
+        app = doc.app
+        assert app is not None
+        identity = str(app.metadata.get(LABEL_ID) or (rel if len(docs) == 1 else f"{rel}#{app.name}"))
+        if point:
+            # one id per spec and scope, so `list --sweep ID` finds every point any apply made
+            app.metadata[SWEEP_LABEL] = "sw-" + hashlib.sha256(f"{scope}\0{identity}".encode()).hexdigest()[:8]
+            identity += point_suffix(point)
+            app.name = point_name(app.name, point, hashlib.sha256(identity.encode()).hexdigest()[:6])
+        if identity in owners:
+            steps.append(Step("error", identity, rel, app.name,
+                              message=f"{owners[identity]} has the identity {identity!r} too: declare another "
+                                      f"metadata {LABEL_ID}, or rename the app"))
+            continue
+        owners[identity] = rel if len(docs) == 1 else f"{rel}#{app.name}"
+        digest = content_hash(canonical_app(app, doc.env_read), scheduler=scheduler, run_options=run_options)
+        steps.append(Step("create", identity, rel, app.name, digest, app=app))
     return steps
 
 

@@ -99,9 +99,10 @@ def new_sweep_id() -> str:
     return "sw-" + "".join(random.choices(string.ascii_lowercase + string.digits, k=8))
 
 
-def point_name(base: str, point: Mapping[str, str], number: int) -> str:
+def point_name(base: str, point: Mapping[str, str], number: "int | str") -> str:
     """The name of a point's app: the app's name and the point's params (``train-lr-1e-4-batch-32``), lower
-    case, ``-`` for anything but letters and digits; ``{base}-{number}`` where that would be too long."""
+    case, ``-`` for anything but letters and digits; ``{base}-{number}`` where that would be too long (``apply``
+    gives a digest of the point as its number, so a point keeps its name when the grid changes)."""
     words = "-".join(f"{key}-{value}" for key, value in point.items())
     name = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]+", "-", f"{base}-{words}".lower())).strip("-")
     return name if len(name) <= MAX_NAME else f"{base}-{number}"
