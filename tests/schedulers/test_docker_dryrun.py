@@ -156,7 +156,7 @@ def test_default_bridge_is_refused_where_replicas_must_find_rank0() -> None:
 
 def test_stop_timeout_zero_is_kept_and_negative_refused() -> None:
     assert job(specs.AppDef("app", roles=[role()]), stop_timeout=0).containers[0].stop_timeout == 0
-    with pytest.raises(ValueError, match="stop_timeout must be 0 or more"):
+    with pytest.raises(ValueError, match="stop_timeout=-1 must be 0 or more"):
         job(specs.AppDef("app", roles=[role()]), stop_timeout=-1)
 
 

@@ -163,7 +163,7 @@ def test_prepend_cwd_puts_the_image_first_on_path(sched: LocalScheduler, tmp_pat
 def test_run_opts_document_every_option(sched: LocalScheduler) -> None:
     opts = sched.run_opts()
     names = [name for name, _ in opts]
-    assert names == ["state_dir", "use_cwd", "prepend_cwd", "auto_set_cuda_visible_devices", "kill_grace_s", "env"]
+    assert names == ["state_dir", "use_cwd", "prepend_cwd", "auto_set_cuda_visible_devices", "kill_grace_s", "grace_period", "env"]
     assert all(opt.help and not opt.is_required for _, opt in opts)
     cfg = opts.resolve(opts.cfg_from_str("kill_grace_s=2,env=A:1;B:2,prepend_cwd=true"))
     assert cfg["kill_grace_s"] == 2 and cfg["env"] == {"A": "1", "B": "2"} and cfg["prepend_cwd"] is True

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Dict, List, Mapping
 
 from torchspec.errors import AppRefusedError
-from torchspec.schedulers import request_timeout
+from torchspec.schedulers import grace, request_timeout
 from torchspec.schedulers.docker.labels import DEFAULT_STOP_TIMEOUT_S, PULL_POLICIES
 from torchspec.specs import CfgVal, runopts
 
@@ -39,18 +39,17 @@ def docker_run_opts() -> runopts:
     opts.add("keep_containers", type_=bool, default=False,
              help="cancel stops the containers but keeps them (and their logs) until torchspec delete")
     opts.add("stop_timeout", type_=int, default=DEFAULT_STOP_TIMEOUT_S,
-             help="seconds between SIGTERM and SIGKILL when containers are stopped")
+             help="seconds between SIGTERM and SIGKILL when containers are stopped (grace_period's older name)")
+    grace.add_option(opts, "the containers' stop timeout")
     request_timeout.add_option(opts)
     return opts
 
 
 def stop_timeout(cfg: Mapping[str, CfgVal]) -> int:
-    """The grace period between SIGTERM and SIGKILL; a negative one is refused."""
-    value = cfg.get("stop_timeout")
-    seconds = DEFAULT_STOP_TIMEOUT_S if value is None else int(value)  # type: ignore[arg-type]
-    if seconds < 0:
-        raise AppRefusedError(f"stop_timeout must be 0 or more seconds, not {seconds}")
-    return seconds
+    """The grace period between SIGTERM and SIGKILL (``grace_period``, or its older name here, ``stop_timeout``);
+    a negative one is refused."""
+    chosen = grace.grace_period(cfg, "stop_timeout", DEFAULT_STOP_TIMEOUT_S)
+    return DEFAULT_STOP_TIMEOUT_S if chosen is None else chosen
 
 
 def pull_policy(cfg: Mapping[str, CfgVal]) -> str:

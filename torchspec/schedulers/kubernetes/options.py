@@ -10,7 +10,7 @@ import re
 from typing import List, Mapping, Optional, Tuple
 
 from torchspec.errors import AppRefusedError
-from torchspec.schedulers import request_timeout
+from torchspec.schedulers import grace, request_timeout
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE, FLAVORS
 from torchspec.schedulers.kubernetes.names import (
     DNS_LABEL_RULE,
@@ -68,6 +68,7 @@ def kubernetes_run_opts() -> runopts:
              help="pytorchjob: runPolicy.cleanPodPolicy, the pods deleted once the job ends: None, Running or All"
                   " (default Running: pods still running or pending are deleted, finished ones kept with their"
                   " logs)")
+    grace.add_option(opts, "the pods' terminationGracePeriodSeconds; Kubernetes' default is 30")
     opts.add("active_deadline", type_=int, default=None,
              help="seconds the app may run before it is failed (activeDeadlineSeconds: each role's Job, each"
                   " JobSet attempt's Jobs, the PyTorchJob's runPolicy, the TrainJob); volcano has none")

@@ -52,6 +52,7 @@ from torchspec.schedulers.kubernetes.states import (
 from torchspec.schedulers.images import check_container_images
 from torchspec.schedulers.kubernetes.pod_patch import apply_pod_patch
 from torchspec.schedulers.kubernetes.secrets import add_secrets
+from torchspec.schedulers.grace import grace_period
 from torchspec.schedulers.replicas import (ENV_APP_ID, ENV_NUM_REPLICAS, ENV_RANK0_HOST, ENV_REPLICA_ID, ENV_ROLE_NAME,
                                           hosts_env)
 from torchspec.specs import AppDef, BindMount, CfgVal, DeviceMount, RetryPolicy, Role, VolumeMount, macros
@@ -339,6 +340,9 @@ def _pod_spec(role: Role, container: Obj, volumes: List[Obj], app_id: str, flavo
         spec["imagePullSecrets"] = [{"name": str(s)} for s in secrets]  # type: ignore[union-attr]
     if cfg.get("priority_class"):
         spec["priorityClassName"] = str(cfg["priority_class"])
+    seconds = grace_period(cfg)
+    if seconds is not None:
+        spec["terminationGracePeriodSeconds"] = seconds
     if flavor.scheduler_name:
         spec["schedulerName"] = flavor.scheduler_name
     selector = _node_selector(role)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Dict, Mapping
 
+from torchspec.schedulers import grace
 from torchspec.specs import CfgVal, runopts
 
 #: Seconds between SIGTERM and SIGKILL when the ``kill_grace_s`` option is not given.
@@ -52,6 +53,7 @@ def local_run_opts() -> runopts:
         default=DEFAULT_KILL_GRACE_S,
         help="seconds between SIGTERM and SIGKILL when replicas are stopped (cancel, restart, failure)",
     )
+    grace.add_option(opts, "kill_grace_s is its older name here")
     opts.add(
         "env",
         type_=Dict[str, str],
@@ -69,9 +71,10 @@ def extra_env(cfg: Mapping[str, CfgVal]) -> Dict[str, str]:
 
 
 def kill_grace_s(cfg: Mapping[str, CfgVal]) -> int:
-    """The ``kill_grace_s`` option, or the default when a caller passed a cfg without it."""
-    kill_grace = cfg.get("kill_grace_s")
-    return int(kill_grace) if isinstance(kill_grace, (int, float)) else DEFAULT_KILL_GRACE_S
+    """``grace_period`` (or its older name here, ``kill_grace_s``), or the default when a caller passed a cfg
+    without either."""
+    chosen = grace.grace_period(cfg, "kill_grace_s", DEFAULT_KILL_GRACE_S)
+    return DEFAULT_KILL_GRACE_S if chosen is None else chosen
 
 
 __all__ = ["DEFAULT_KILL_GRACE_S", "extra_env", "kill_grace_s", "local_run_opts"]

@@ -78,7 +78,8 @@ WAIT_SLICE_S = 0.5
 NODE_VERDICT_S = 45.0
 #: How often a waiting driver says what it waits for.
 PLACEMENT_REPORT_S = 30.0
-#: Seconds a stopped replica gets between SIGTERM and SIGKILL (well within the STOP_WAIT_S the job gives the driver before Ray SIGKILLs it).
+#: Seconds a stopped replica gets between SIGTERM and SIGKILL unless the plan says (run option grace_period); well
+#: within the STOP_WAIT_S the job gives the driver before Ray SIGKILLs it.
 STOP_GRACE_S = 1.5
 #: The most the driver waits at the end for the replicas' last lines to reach the job's log.
 FLUSH_WAIT_S = 5.0
@@ -98,6 +99,16 @@ STOP = threading.Event()
 def check_stop() -> None:
     if STOP.is_set():
         raise Stopped()
+
+
+def stop_grace() -> float:
+    """The seconds a stopped replica gets between SIGTERM and SIGKILL: the plan's ``grace_period`` (every actor
+    has the job's env, the plan in it), else :data:`STOP_GRACE_S`."""
+    try:
+        given = json.loads(os.environ.get(ENV_PLAN) or "{}").get("grace_period")
+    except ValueError:
+        given = None
+    return float(given) if isinstance(given, (int, float)) else STOP_GRACE_S
 
 
 def say(text: str) -> None:
@@ -233,7 +244,7 @@ class ReplicaRunner:
                 self._end("")
                 return 128 + signal.SIGTERM
             try:
-                self.proc = subprocess.Popen(launcher.command(STOP_GRACE_S, [program, *args[1:]]), env=full,
+                self.proc = subprocess.Popen(launcher.command(stop_grace(), [program, *args[1:]]), env=full,
                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                              start_new_session=True)
             except OSError as e:
@@ -437,9 +448,10 @@ class Driver:
         """
         keys = [key for key in keys if key in self.actors]
         runs = {ref: key for ref, key in self.running.items() if key in keys}
-        refs = [*(self.actors[key].stop.remote(STOP_GRACE_S) for key in keys), *runs]
+        grace = stop_grace()
+        refs = [*(self.actors[key].stop.remote(grace) for key in keys), *runs]
         if refs:
-            self.ray.wait(refs, num_returns=len(refs), timeout=STOP_GRACE_S + 0.5)
+            self.ray.wait(refs, num_returns=len(refs), timeout=grace + 0.5)
         returned = self.ray.wait(list(runs), num_returns=len(runs), timeout=0)[0] if runs else []
         printed = {runs[ref] for ref in returned}
         for ref in runs:

@@ -15,7 +15,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional
 
 from torchspec.errors import AppRefusedError, did_you_mean
-from torchspec.schedulers import request_timeout
+from torchspec.schedulers import grace, request_timeout
 from torchspec.schedulers.ray.states import DEFAULT_ADDRESS, ENV_ADDRESS, META_PREFIX, STRATEGIES
 from torchspec.specs import CfgVal, runopts
 
@@ -40,6 +40,7 @@ def ray_run_opts() -> runopts:
     opts.add("placement_timeout", type_=int, default=None,
              help="seconds the app may wait for its placement groups before it fails (default: as long as the"
                   " cluster could ever hold it)")
+    grace.add_option(opts, "the driver's wait before it SIGKILLs a stopped replica; 1.5 by default")
     opts.add("metadata", type_=Dict[str, str], default=None,
              help="job metadata, as KEY:VALUE;KEY2:VALUE2 (keys torchspec.* are torchspec's own)")
     request_timeout.add_option(opts)

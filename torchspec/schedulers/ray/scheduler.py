@@ -33,6 +33,7 @@ from torchspec.schedulers.ray.logs import LineFilter, replica_lines
 from torchspec.schedulers.ray.placement import never_fits
 from torchspec.schedulers.ray.states import BACKEND, META_APP, job_state, make_app_id, split_app_id
 from torchspec.schedulers.ray.status import describe_job, rebuild_roles
+from torchspec.schedulers.grace import grace_period
 from torchspec.schedulers.ray.translate import RayJobRequest, app_to_request
 from torchspec.schedulers.request_timeout import DEFAULT_S, for_cfg
 from torchspec.specs import AppDef, AppDryRunInfo, CfgVal, is_terminal, runopts
@@ -84,7 +85,8 @@ class RayScheduler(Scheduler[Dict[str, CfgVal]]):
         env = options.runtime_env(cfg, os.getcwd())
         timeout = cfg.get("placement_timeout")
         request = app_to_request(app, address, strategy, env, dict(cfg.get("metadata") or {}),  # type: ignore
-                                 self.session_name, int(timeout) if timeout else None)  # type: ignore[arg-type]
+                                 self.session_name, int(timeout) if timeout else None,  # type: ignore[arg-type]
+                                 grace_period(cfg))
         request.spec = for_describe(dump_app(app))
         return AppDryRunInfo(request, str)
 

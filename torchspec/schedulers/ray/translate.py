@@ -96,6 +96,8 @@ class RayJobRequest:
     metadata: Dict[str, str]
     roles: List[RolePlan]
     placement_timeout: Optional[int] = None
+    #: run option grace_period: a stopped replica's seconds between SIGTERM and SIGKILL (None: the driver's own)
+    grace_period: Optional[int] = None
     spec: Dict[str, Any] = field(default_factory=dict)
     #: ``exec``: Ray runs the entrypoint with ``sh -c`` and, to stop the job, signals that shell and the children
     #: it has at that moment; a cancel that lands before the shell forks python would kill the shell alone and
@@ -108,6 +110,7 @@ class RayJobRequest:
             "app_id": submission_id,
             "app_name": self.app_name,
             "placement_timeout": self.placement_timeout,
+            "grace_period": self.grace_period,
             "roles": [_role_data(r) for r in self.roles],
         }
         return _fill(data, submission_id)
@@ -248,8 +251,8 @@ def add_hosts_shown(plans: List[RolePlan]) -> None:
 
 
 def app_to_request(app: AppDef, address: str, strategy: str, runtime_env: Mapping[str, Any],
-                   metadata: Mapping[str, str], session: str, placement_timeout: Optional[int] = None
-                   ) -> RayJobRequest:
+                   metadata: Mapping[str, str], session: str, placement_timeout: Optional[int] = None,
+                   grace_period: Optional[int] = None) -> RayJobRequest:
     """The whole request for ``app``; talks to no Ray.  ``runtime_env`` comes from :func:`.options.runtime_env`."""
     check_role_names(app)
     refuse_kubernetes_only(app, "ray", mounts=True)
@@ -258,7 +261,7 @@ def app_to_request(app: AppDef, address: str, strategy: str, runtime_env: Mappin
     env["py_modules"] = [*env.get("py_modules", []), torchspec_folder()]
     env["excludes"] = [*env.get("excludes", []), *(e for e in EXCLUDES if e not in env.get("excludes", []))]
     # the driver's stop path needs more than Ray's default 3 s before SIGKILL under load; a runtime_env's own wins
-    env["env_vars"] = {ENV_STOP_WAIT: str(STOP_WAIT_S), **(env.get("env_vars") or {})}
+    env["env_vars"] = {ENV_STOP_WAIT: str(STOP_WAIT_S + (grace_period or 0)), **(env.get("env_vars") or {})}
     request = RayJobRequest(
         address=address,
         app_name=app.name,
@@ -266,6 +269,7 @@ def app_to_request(app: AppDef, address: str, strategy: str, runtime_env: Mappin
         metadata={**dict(metadata), META_APP: app.name, META_SESSION: session},
         roles=[role_to_plan(role, strategy, r) for r, role in enumerate(app.roles)],
         placement_timeout=placement_timeout,
+        grace_period=grace_period,
     )
     add_hosts_shown(request.roles)
     check_env_names(app, {plan.role: set(plan.replicas[0].env) for plan in request.roles if plan.replicas})

@@ -13,7 +13,7 @@ import re
 from typing import Dict, List, Mapping, Optional
 
 from torchspec.errors import AppRefusedError
-from torchspec.schedulers import request_timeout
+from torchspec.schedulers import grace, request_timeout
 from torchspec.specs import CfgVal, runopts
 
 #: Words sbatch (or its burst-buffer plugins, or older sbatch) may read as a het-job separator
@@ -60,6 +60,7 @@ def slurm_run_opts() -> runopts:
              " (with -c: --name VALUE), checked against the cluster's sbatch --help")
     opts.add("srun_args", type_=List[str], default=None,
              help="more srun flags for every replica's step, like sbatch_args, checked against srun --help")
+    grace.add_option(opts, "refused: on Slurm it is the cluster's, a partition's GraceTime and KillWait")
     request_timeout.add_option(opts)
     return opts
 
@@ -71,7 +72,9 @@ PREEMPTION = ("requeue", "fail")
 def requeue_option(cfg: Mapping[str, CfgVal], app_retries: int) -> str:
     """``--requeue`` or ``--no-requeue``: a preemption (a node lost, ``scontrol requeue``) requeues the job
     unless ``preemption=fail``; APPLICATION retries requeue the job themselves, so they need ``--requeue``
-    whatever it says.  AppRefusedError for a value that is neither."""
+    whatever it says.  AppRefusedError for a value that is neither, and for ``grace_period`` (:func:`refuse_grace`,
+    checked here since every app's script asks this)."""
+    refuse_grace(cfg)
     preemption = str(cfg.get("preemption") or "requeue")
     if preemption not in PREEMPTION:
         raise AppRefusedError(f"run option preemption={preemption!r}: give requeue or fail",
@@ -117,3 +120,13 @@ def run_opt(cfg: Mapping[str, CfgVal], key: str, spaces: bool = False) -> Option
     """The run option ``key`` as it may go into an ``#SBATCH`` line, or None when not given."""
     value = cfg.get(key)
     return sbatch_value(f"run option {key}", value, spaces) if value else None
+
+
+def refuse_grace(cfg: Mapping[str, CfgVal]) -> None:
+    """Slurm gives no job its own time between SIGTERM and SIGKILL: refuse ``grace_period`` rather than drop it."""
+    if cfg.get(grace.KEY) is not None:
+        raise AppRefusedError(f"run option {grace.KEY}: on Slurm the time between SIGTERM and SIGKILL is the"
+                              " cluster's (a partition's GraceTime when a job is preempted, KillWait at its time"
+                              " limit), not a job's",
+                              "leave it out; to warn the job before its time limit, give -c signal=USR1@120 and"
+                              " handle USR1")
