@@ -21,10 +21,12 @@ _ACTIONS = {RetryPolicy.APPLICATION: "RestartJob", RetryPolicy.ROLE: "RestartTas
 
 
 def _policies(role: Role) -> Tuple[List[Obj], Optional[int]]:
-    """A task's policies and maxRetry for its role's retry policy."""
+    """A task's policies and maxRetry for its role's retry policy.  An evicted pod (drained, preempted) is not a
+    failure of the app: it restarts what the retry policy restarts even with ``max_retries: 0``, where a failed
+    pod ends the job.  Volcano counts both in one ``maxRetry`` (its default, 3, where the role has none)."""
     retry, n = RetryPolicy(role.retry_policy), role.max_retries
-    action = _ACTIONS[retry] if n > 0 else "TerminateJob"
-    policies = [{"event": "PodFailed", "action": action}, {"event": "PodEvicted", "action": action}]
+    failed = _ACTIONS[retry] if n > 0 else "TerminateJob"
+    policies = [{"event": "PodFailed", "action": failed}, {"event": "PodEvicted", "action": _ACTIONS[retry]}]
     return policies, (n if n > 0 else None)
 
 
