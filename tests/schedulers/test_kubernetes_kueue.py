@@ -31,6 +31,16 @@ def queue(real: Target) -> Iterator[str]:  # noqa: F811 - the fixture imported a
     StrictFIFO: the head of the queue (by priority, then age) waits for room and nothing passes it. Under
     the default, BestEffortFIFO, a workload found inadmissible is set aside and retried later, and CI saw
     a low-priority app that had been set aside first admitted before a high one."""
+    yield from local_queue(real)
+
+
+@pytest.fixture
+def preempting_queue(real: Target) -> Iterator[str]:  # noqa: F811 - the fixture imported above
+    """As ``queue``, on a ClusterQueue where a workload of higher priority preempts one of lower priority."""
+    yield from local_queue(real, "\n          preemption: {withinClusterQueue: LowerPriority}")  # spec's indent
+
+
+def local_queue(real: Target, more: str = "") -> Iterator[str]:  # noqa: F811
     assert real.cluster is not None
     cq = f"cq-{uuid.uuid4().hex[:8]}"
     real.cluster.kubectl("apply", "-f", "-", input=textwrap.dedent(f"""\
@@ -43,7 +53,7 @@ def queue(real: Target) -> Iterator[str]:  # noqa: F811 - the fixture imported a
         metadata: {{name: {cq}}}
         spec:
           namespaceSelector: {{}}
-          queueingStrategy: StrictFIFO
+          queueingStrategy: StrictFIFO{more}
           resourceGroups:
           - coveredResources: [cpu, memory]
             flavors:
@@ -200,3 +210,31 @@ def test_a_queue_that_does_not_exist_shows_pending_with_kueues_reason(real: Targ
     assert "no-such-queue" in described.stdout + described.stderr
     listed = json.loads(torchspec("list", "-s", "kubernetes", "-c", f"namespace={real.ns}", "--json").stdout)
     assert [a for a in listed if a["app_handle"] == handle], listed
+
+
+def test_a_preempted_app_waits_pending_never_failed_and_runs_again(real: Target, preempting_queue: str,  # noqa: F811
+                                                                  tmp_path: pathlib.Path) -> None:
+    """Kueue preempts the running low-priority app for a high-priority one (it suspends its Job): the low app
+    reads PENDING with Kueue's reason while the high one runs, never FAILED, and runs again once it is done."""
+    gate = gate_in(tmp_path)
+    low = submit_to(real, queued_spec(tmp_path / "low.yaml", "low", replicas=2, gate=gate), preempting_queue,
+                    priority="low")
+    wait_state(low, ("RUNNING",), timeout=120)
+    high = submit_to(real, queued_spec(tmp_path / "high.yaml", "high", replicas=2, seconds=3), preempting_queue,
+                     priority="high")
+    seen = []
+    deadline = time.monotonic() + 240
+    while (high_state := status(high)["state"]) not in ("SUCCEEDED", "FAILED", "CANCELLED"):
+        st = status(low)
+        seen.append((st["state"], st["msg"]))
+        assert st["state"] != "FAILED" and time.monotonic() < deadline, seen
+        time.sleep(1)
+    assert high_state == "SUCCEEDED"
+    assert any(state == "PENDING" and msg for state, msg in seen), seen  # preempted: waiting, with Kueue's word
+    wait_state(low, ("RUNNING",), timeout=180)  # admitted again once the quota freed
+    open_gate(gate)
+    done = torchspec("wait", low, "--timeout", "180")
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    said = torchspec("events", low, "-o", "json")
+    assert said.returncode == 0, said.stderr
+    assert any("reempt" in e["reason"] + e["message"] for e in json.loads(said.stdout)), said.stdout
