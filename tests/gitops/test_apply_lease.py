@@ -111,8 +111,9 @@ def waits_then_applies(ws: Workspace, holder: Holder, namespace: str, duration: 
     waited = time.monotonic() - died
     assert r.returncode == 0, r.stderr
     assert f"held by {holder.identity}" in r.stderr
-    # never before the Lease expired; and then soon (the slack: an apply starting on a loaded machine)
-    assert expected - 1 <= waited <= max(expected, 0) + 40, (waited, expected)  # ci51: 23 s after it expired
+    # never before the Lease expired; and then soon (the slack: an apply starting on a loaded machine; ci51: 23 s
+    # after it expired, ci53: 45 s, beside the load test's 50 concurrent CLI processes)
+    assert expected - 1 <= waited <= max(expected, 0) + 75, (waited, expected)
     assert [a["labels"]["torchspec.dev/apply-id"] for a in ws.listed()] == ["jobs/a.json"]
 
 
