@@ -27,7 +27,7 @@ CRD_FILES = {"jobset": (str(CRDS / "jobset.x-k8s.io_jobsets.yaml"),),
              "volcano": (str(CRDS / "batch.volcano.sh_jobs.yaml"),), "job": ()}
 FLAVORS = ("job", "jobset", "volcano")
 #: The examples written for local (their images are folders): docker and kubernetes refuse them (TS603).
-LOCAL_EXAMPLES = ("hello.json", "hello.toml", "hello.yaml", "trainer_ps_reader.yaml")
+LOCAL_EXAMPLES = ("hello.json", "hello.toml", "hello.yaml", "trainer_ps_reader.yaml", "resume/resume.yaml")
 #: Examples whose required params (none today) must be passed to dry-run them.
 EXAMPLE_PARAMS: dict[str, dict[str, str]] = {}
 
