@@ -10,8 +10,11 @@ and the image torchspec-test/busybox:k8s on the node); without one it says
 why and exits 2.  Each round works in a namespace of its own (tsb-...),
 deleted at the end without waiting.
 
-Per round, each side one pod that sleeps, run until Running, then evicted
-through the Eviction API (as `kubectl drain` and the cluster autoscaler do):
+Per round, each side one pod that sleeps until SIGTERM, then exits 143 (a
+training script's checkpoint-then-exit; one that ignores SIGTERM holds its
+pod, and torchspec's replacement, for its whole grace period; one that
+exits 0 completes its Job), run until Running, then evicted through the
+Eviction API (as `kubectl drain` and the cluster autoscaler do):
 
   torchspec  `Runner.run` of a one-replica app with `max_retries: 0` (job
              flavor): its Job ignores pods with the DisruptionTarget
@@ -50,6 +53,10 @@ sys.path.remove(str(REPO / "tests"))
 from k8s import IMAGE, Cluster  # noqa: E402
 
 TARGET = 1.2  # torchspec / bare Job at most
+#: a replica that ends on SIGTERM (checkpoint, then exit non-zero: a pod that exits 0 completes its Job), as a
+#: training script should; a shell that ignored it would hold its pod for the whole grace period, and with it
+#: torchspec's replacement (a Job with a podFailurePolicy replaces a pod once it is gone, never beside it)
+SCRIPT = "trap 'exit 143' TERM; sleep 600 & wait"
 JOB_NAME = "batch.kubernetes.io/job-name"
 
 
@@ -88,7 +95,7 @@ def torchspec_side(cluster: Cluster, ns: str) -> float:
     from torchspec import specs
     from torchspec.runner import get_runner
 
-    role = specs.Role("main", image=IMAGE, entrypoint="sh", args=["-c", "sleep 600"],
+    role = specs.Role("main", image=IMAGE, entrypoint="sh", args=["-c", SCRIPT],
                       resource=specs.Resource(cpu=0, gpu=0, memMB=32), max_retries=0)
     with get_runner() as runner:
         handle = runner.run(specs.AppDef("evicted", roles=[role]), "kubernetes", cfg={"namespace": ns})
@@ -114,7 +121,7 @@ def bare_side(cluster: Cluster, ns: str, template: Dict[str, Any]) -> float:
 def bare_template() -> Dict[str, Any]:
     """The pod the torchspec side runs, as a plain template: the same image, command and resources."""
     return {"spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 30, "containers": [{
-        "name": "main", "image": IMAGE, "imagePullPolicy": "IfNotPresent", "command": ["sh", "-c", "sleep 600"],
+        "name": "main", "image": IMAGE, "imagePullPolicy": "IfNotPresent", "command": ["sh", "-c", SCRIPT],
         "resources": {"requests": {"memory": "32Mi"}, "limits": {"memory": "32Mi"}}}]}}
 
 
