@@ -21,7 +21,7 @@ from torchspec import specs
 from torchspec.schedulers import get_scheduler_factory
 from torchspec.schedulers.api import Stream
 from torchspec.schedulers.local.scheduler import LocalScheduler
-from torchspec.schedulers.local.state import update_state
+from torchspec.schedulers.local.state import supervisor_lock_held, update_state
 
 from process_support import alive
 from scheduler_helpers import TIMEOUT_S, wait_for, wait_terminal
@@ -370,7 +370,12 @@ def test_cancel_with_a_dead_supervisor_stops_the_replicas_itself(sched: LocalSch
     supervisor = state_json(sched, app_id)["supervisor"]["pid"]  # type: ignore[index]
     replica = replica_pid(sched, app_id, "r")
     os.killpg(os.getpgid(supervisor), signal.SIGKILL)  # with its guard, which would otherwise stop the app
-    wait_for(lambda: not alive(supervisor), timeout=10, what="the supervisor to die")
+    # dead, and its lock free: a guard the kernel has not finished killing yet still holds it, so a cancel would
+    # take the supervisor for alive and only ask it (ci54, on a busy machine)
+    app_dir = sched.app_dir(app_id)
+    assert app_dir is not None
+    wait_for(lambda: not alive(supervisor) and not supervisor_lock_held(app_dir), timeout=30,
+             what="the supervisor to die and its lock to be free")
 
     sched.cancel(app_id)
     desc = sched.describe(app_id)

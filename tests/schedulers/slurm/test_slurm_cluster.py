@@ -191,12 +191,15 @@ def test_exclusive_signal_and_pass_through_flags_are_taken_by_sbatch(sched, imag
 
 #: download: sleep, then write the data file and exit with the code; trainer: read it (exit 9 without it)
 ORDER_SH = r"""#!/bin/bash
-# args: sleep exit_code data_file
+# args: sleep exit_code data_file [gate: download waits for this file, which the test makes]
 if [[ $TORCHSPEC_ROLE_NAME == trainer ]]; then
     cat "$3" || exit 9
     exit 0
 fi
 sleep "$1"
+if [[ -n ${4:-} ]]; then
+    while [[ ! -e $4 ]]; do sleep 0.2; done
+fi
 echo "downloaded" >"$3"
 exit "$2"
 """
@@ -210,22 +213,26 @@ def test_a_role_starts_after_the_role_it_waits_for_finished_and_never_when_that_
     (tmp_path / "img" / "order.sh").write_text(ORDER_SH)
     (tmp_path / "img" / "order.sh").chmod(0o755)
 
-    def app(code: int) -> specs.AppDef:
+    gate = tmp_path / "downloaded-may-end"
+
+    def app(code: int, *until: str) -> specs.AppDef:
         data = str(tmp_path / f"data-{code}")
         return specs.AppDef(f"ordered{code}", roles=[
-            specs.Role(name=name, image=image, entrypoint="order.sh", args=["4", str(code), data], num_replicas=n,
-                       resource=specs.Resource(cpu=1, gpu=0, memMB=64), depends_on=deps)
+            specs.Role(name=name, image=image, entrypoint="order.sh", args=["4", str(code), data, *until],
+                       num_replicas=n, resource=specs.Resource(cpu=1, gpu=0, memMB=64), depends_on=deps)
             for name, n, deps in (("download", 1, []), ("trainer", 2, [specs.RoleDependency("download")]))])
 
-    job_id = sched.submit_app(app(0))
+    # download runs until the test makes the gate: a 4 s download left a 3 s window, which a busy CI missed (ci54)
+    job_id = sched.submit_app(app(0, str(gate)))
     desc = wait_state(sched, job_id, {AS.RUNNING, AS.SUCCEEDED, AS.FAILED}, timeout=60)
     assert desc.state == AS.RUNNING, desc
     waiting = [(AS.PENDING, "waits for download to be finished")] * 2
-    deadline = time.monotonic() + 3  # the batch script writes what they wait for as it starts; download takes 4 s
+    deadline = time.monotonic() + 60  # the batch script writes what they wait for as it starts
     while [(r.state, r.msg) for r in desc.roles_statuses[1].replicas] != waiting and time.monotonic() < deadline:
         time.sleep(0.2)
         desc = sched.describe(job_id)
     assert [(r.state, r.msg) for r in desc.roles_statuses[1].replicas] == waiting, desc
+    gate.touch()
     desc = wait_state(sched, job_id, {AS.SUCCEEDED, AS.FAILED, AS.CANCELLED})
     assert desc.state == AS.SUCCEEDED, desc.msg
     for k in (0, 1):

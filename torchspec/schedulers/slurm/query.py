@@ -206,17 +206,18 @@ def job_state(views: Sequence[JobView]) -> AppState:
     return states[0]
 
 
-def replica_state(component: Optional[JobView], code: Optional[int], waiting: bool = False) -> AppState:
+def replica_state(component: Optional[JobView], code: Optional[int], waiting: bool = False,
+                  app_over: bool = False) -> AppState:
     """A replica's state: its exit code where it wrote one (in this run), else its component's; PENDING while
     its role waits for another in a running job (``waiting``: depends_on), UNKNOWN once the job ended before it
-    started."""
+    started, or the app did (``app_over``: another component failed, and this one's batch step is still ending)."""
     component_state = component.app_state if component else AppState.UNKNOWN
     if component_state == AppState.PENDING:
         return AppState.PENDING
     if code is not None:
         return AppState.SUCCEEDED if code == 0 else AppState.FAILED
     if waiting:
-        return AppState.PENDING if component_state == AppState.RUNNING else AppState.UNKNOWN
+        return AppState.PENDING if component_state == AppState.RUNNING and not app_over else AppState.UNKNOWN
     if component_state == AppState.SUCCEEDED:
         return AppState.UNKNOWN  # the job ended well but this replica left no exit code
     return component_state

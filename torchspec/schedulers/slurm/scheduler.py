@@ -261,7 +261,8 @@ class SlurmScheduler(Scheduler[Dict[str, CfgVal]]):
             return None
         spec = read_spec(job_dir) if job_dir else None
         roles = _rebuild_roles(app_id, spec)
-        roles_statuses, failed, replica_states = _role_statuses(_layout(views, roles, spec, job_dir), job_dir)
+        roles_statuses, failed, replica_states = _role_statuses(_layout(views, roles, spec, job_dir), job_dir,
+                                                                app_over=bool(views) and job_state(views) in TERMINAL)
         leader = views[0] if views else None
         metadata = {"log_dir": job_dir or "", "session_name": self.session_name}
         if leader is not None:
@@ -432,8 +433,10 @@ def _layout(views: List[JobView], roles: List[Role], spec: Optional[Dict[str, An
     return [(r.name, r.num_replicas, by_offset.get(g, leader)) for g, r in enumerate(roles)]
 
 
-def _role_statuses(layout: Layout, job_dir: Optional[str]) -> Tuple[List[RoleStatus], List[str], List[AppState]]:
-    """Each role's replica statuses, what failed (in words), and every replica's state."""
+def _role_statuses(layout: Layout, job_dir: Optional[str], app_over: bool = False
+                   ) -> Tuple[List[RoleStatus], List[str], List[AppState]]:
+    """Each role's replica statuses, what failed (in words), and every replica's state; ``app_over``: the app is
+    terminal, so a replica still waiting for another role never started."""
     roles_statuses: List[RoleStatus] = []
     failed: List[str] = []
     replica_states: List[AppState] = []
@@ -442,7 +445,7 @@ def _role_statuses(layout: Layout, job_dir: Optional[str]) -> Tuple[List[RoleSta
         for k in range(count):
             code, restarts = read_replica(job_dir, name, k)
             waits = waiting_for(job_dir, name, k) if code is None else None
-            state = replica_state(component, code, waiting=waits is not None)
+            state = replica_state(component, code, waiting=waits is not None, app_over=app_over)
             replica_states.append(state)
             if code:
                 failed.append(f"{name}/{k} exited with code {code}")
