@@ -13,8 +13,8 @@ import pytest
 from torchspec import specs
 from torchspec.errors import NotFoundError, UnsupportedError, UsageError
 from torchspec.runner import get_runner
-from torchspec.runner.events import check_replica, follow, parse_replica, select
-from torchspec.schedulers.api import AppEvent, Capability, Scheduler, in_time_order
+from torchspec.runner.events import follow, parse_replica, select
+from torchspec.schedulers.api import AppEvent, Capability, Scheduler, check_replica, in_time_order
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
@@ -33,14 +33,13 @@ def test_a_replica_is_role_or_role_slash_number() -> None:
 
 
 def test_a_role_or_replica_the_app_lacks_is_refused_with_a_guess() -> None:
-    roles = [("trainer", 2), ("reader", 1)]
-    check_replica(roles, "trainer", 1)
+    roles = {"trainer": 2, "reader": 1}
+    check_replica("app", "trainer", 1, roles)
     with pytest.raises(NotFoundError, match="no role 'trainr'") as e:
-        check_replica(roles, "trainr", None)
+        check_replica("app", "trainr", 0, roles)
     assert "trainer" in str(e.value.hint)
     with pytest.raises(NotFoundError, match=r"replicas 0\.\.1, not 2"):
-        check_replica(roles, "trainer", 2)
-    check_replica([], "anything", 5)  # an app whose roles the scheduler cannot rebuild: nothing to check against
+        check_replica("app", "trainer", 2, roles)
 
 
 def test_a_replicas_events_come_with_the_apps_own_and_its_roles() -> None:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple
 
-from torchspec.errors import NotFoundError, UsageError, did_you_mean_hint
+from torchspec.errors import UsageError
+from torchspec.schedulers.api import check_replica
 
 if TYPE_CHECKING:
     from torchspec.runner.api import Runner
@@ -38,18 +39,6 @@ def parse_replica(text: Optional[str]) -> Tuple[Optional[str], Optional[int]]:
     return role, int(replica) if slash else None
 
 
-def check_replica(roles: Sequence[Tuple[str, int]], role: Optional[str], replica: Optional[int]) -> None:
-    """Refuse a role or replica the app does not have (``roles``: name and replica count, as submitted)."""
-    if role is None or not roles:
-        return
-    counts = dict(roles)
-    if role not in counts:
-        raise NotFoundError(f"the app has no role {role!r}; its roles: {', '.join(counts)}",
-                            did_you_mean_hint(role, list(counts)))
-    if replica is not None and not 0 <= replica < counts[role]:
-        raise NotFoundError(f"role {role!r} has replicas 0..{counts[role] - 1}, not {replica}")
-
-
 def select(events: Sequence["AppEvent"], role: Optional[str], replica: Optional[int]) -> List["AppEvent"]:
     """The events of ``role`` (its replica ``replica``, where given) and those of the app as a whole, which
     explain the replica's (the app was queued, it ended); every event where no role is given."""
@@ -61,11 +50,18 @@ def select(events: Sequence["AppEvent"], role: Optional[str], replica: Optional[
 
 def app_events(runner: "Runner", handle: str, selector: Optional[str] = None) -> List["AppEvent"]:
     """The app's events, of the replica ``selector`` names (``ROLE[/REPLICA]``) where one is given."""
+    role, replica = checked_replica(runner, handle, selector)
+    return select(runner.events(handle), role, replica)
+
+
+def checked_replica(runner: "Runner", handle: str, selector: Optional[str]) -> Tuple[Optional[str], Optional[int]]:
+    """``selector`` parsed, and refused (NotFoundError, with a did-you-mean) where the app, as submitted, has no
+    such role or replica; an app whose roles the scheduler cannot rebuild is not checked."""
     role, replica = parse_replica(selector)
-    events = runner.events(handle)
     app = runner.describe(handle)
-    check_replica([(r.name, int(r.num_replicas)) for r in (app.roles if app else [])], role, replica)
-    return select(events, role, replica)
+    if role is not None and app is not None and app.roles:
+        check_replica(handle, role, replica or 0, {r.name: int(r.num_replicas) for r in app.roles})
+    return role, replica
 
 
 def follow(runner: "Runner", handle: str, selector: Optional[str] = None,
@@ -73,8 +69,9 @@ def follow(runner: "Runner", handle: str, selector: Optional[str] = None,
     """The app's events as they come, those already recorded first, until the app has ended."""
     seen = set()
     status = runner.require_status(handle)
+    role, replica = checked_replica(runner, handle, selector)  # once: each poll then reads the events alone
     while True:
-        for event in app_events(runner, handle, selector):
+        for event in select(runner.events(handle), role, replica):
             key = (event.time, event.source, event.reason, event.message, event.role, event.replica)
             if key not in seen:
                 seen.add(key)

@@ -537,7 +537,10 @@ def check_replica(app_id: str, role_name: str, k: int, replicas: Mapping[str, in
     Raises :class:`~torchspec.errors.NotFoundError` (a ``ValueError``).
     """
     if role_name not in replicas:
-        raise NotFoundError(f"app {app_id!r} has no role {role_name!r}; its roles: {', '.join(replicas)}")
+        from torchspec.errors import did_you_mean_hint
+
+        raise NotFoundError(f"app {app_id!r} has no role {role_name!r}; its roles: {', '.join(replicas)}",
+                            did_you_mean_hint(role_name, list(replicas)))
     if not 0 <= k < replicas[role_name]:
         raise NotFoundError(f"role {role_name!r} of app {app_id!r} has replicas 0..{replicas[role_name] - 1}, not {k}")
 
