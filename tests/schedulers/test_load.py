@@ -87,7 +87,12 @@ def environ_processes(tag: str) -> List[str]:
 
 
 def local_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engine:
-    return Engine("local", "", ".", environ_processes, {"TORCHSPEC_HOME": str(tmp / "home")})
+    def supervisor_log(handle: str) -> str:
+        """The end of the app's supervisor.log: what its supervisor did last."""
+        logs = list((tmp / "home").rglob(f"{handle.rsplit('/', 1)[-1]}/supervisor.log"))
+        return logs[0].read_text(errors="replace")[-1500:] if logs else "(no supervisor.log)"
+
+    return Engine("local", "", ".", environ_processes, {"TORCHSPEC_HOME": str(tmp / "home")}, explain=supervisor_log)
 
 
 def docker_engine(tmp: pathlib.Path, request: pytest.FixtureRequest) -> Engine:
@@ -241,7 +246,7 @@ def test_concurrent_submits_statuses_and_cancels(name: str, tmp_path: pathlib.Pa
     assert all(before <= c <= datetime.now(timezone.utc) for c in created), (name, before, created)
     phase("status", [["status", h] for h in handles])
     phase("cancel", [["cancel", h] for h in handles])
-    phase("wait", [["wait", h, "--timeout", str(PHASE_S)] for h in handles])
+    phase("wait", [["wait", h, "--timeout", str(PHASE_S - 60)] for h in handles])  # its own timeout, then explain
     start = time.monotonic()
     while (left := engine.left(app)) and time.monotonic() - start < 120:
         time.sleep(1)

@@ -253,7 +253,10 @@ class Supervisor:
             raise RuntimeError(f"{app_dir} has no state.json")
         self.state: Dict[str, Any] = state
         self.replicas: List[_Replica] = []
-        self.cancel = threading.Event()
+        #: set by the stop signals and by a ``cancel_requested`` in state.json; a plain flag, not an Event: a
+        #: signal handler runs in the main thread between any two bytecodes, also inside ``wake.clear()`` while
+        #: it holds the Event's lock, and an ``Event.set()`` there would wait for that lock for ever
+        self.cancelled = False
         self.wake = threading.Event()
         self.disowned = False
         #: why the last save did not reach state.json (None when it did)
@@ -301,7 +304,7 @@ class Supervisor:
             _say(f"cannot record the app's state: {write_problem(str(failed[0].filename), failed[0])}")
         self.unsaved = failed[0] if failed else None
         if self.state.get("cancel_requested"):
-            self.cancel.set()
+            self.cancelled = True
         if disk is not self.state and disk.get("state") in TERMINAL:
             self.disowned = True
 
@@ -504,8 +507,8 @@ class Supervisor:
     # -- the loop -----------------------------------------------------------
 
     def _on_signal(self, signum: int, frame: Optional[FrameType]) -> None:
-        self.cancel.set()
-        self.wake.set()
+        """Takes no lock (see :attr:`cancelled`): the main loop sleeps at most ``_POLL_S`` and sees the flag then."""
+        self.cancelled = True
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -606,7 +609,7 @@ class Supervisor:
             self.wake.clear()  # before looking: whatever happens after the look wakes the wait below
             if self.disowned:
                 return self.abandon()
-            if self.cancel.is_set():
+            if self.cancelled:
                 self.save()
                 self.stop(self.replicas, "CANCELLED")
                 for replica in self.replicas:
