@@ -91,13 +91,17 @@ class Stopped(Exception):
     """SIGTERM reached the driver (``cancel``): raised by the driver's own code between two waits on Ray."""
 
 
-#: Set by the SIGTERM handler, which does nothing else: an exception raised from a signal handler while the
-#: main thread is inside Ray's C code (``ray.wait``) surfaces as a SystemError that skips the stop path.
-STOP = threading.Event()
+class _Stop:
+    """Set by the SIGTERM handler, which does nothing else: an exception raised from a signal handler while the
+    main thread is inside Ray's C code (``ray.wait``) surfaces as a SystemError that skips the stop path.  A
+    plain flag, not a ``threading.Event``: the handler runs in the main thread, also while that thread holds the
+    Event's own lock (inside its ``wait``), and an ``Event.set()`` there would wait for that lock for ever."""
+
+    requested = False
 
 
 def check_stop() -> None:
-    if STOP.is_set():
+    if _Stop.requested:
         raise Stopped()
 
 
@@ -485,7 +489,7 @@ class Driver:
                 return f"its node {node[:12]}{f' at {address}' if address else ''} was lost"
             if time.monotonic() >= deadline:
                 break
-            STOP.wait(1.0)
+            time.sleep(1.0)
             check_stop()
         text = " ".join(str(error).split())
         if "OutOfMemory" in type(error).__name__ or "out of memory" in text.lower():
@@ -613,7 +617,7 @@ class Driver:
 
 
 def _stop_on_sigterm(signum: int, frame: Any) -> None:
-    STOP.set()
+    _Stop.requested = True
 
 
 def _watch_logs(driver: Driver) -> bool:
