@@ -444,6 +444,20 @@ _ALL = [
                 "# fix\n"
                 "depends_on: [{role: download, when: finished}]",
     ),
+    Code(
+        "TS511", "component-standard", ERROR,
+        "A Python component (FILE.py:FUNCTION) breaks TorchX's component standard.",
+        why="A component's signature is its command line: a parameter without a type, or of a type a command "
+            "line cannot carry (a List of Lists, a Dict of Lists), cannot be given on it, and a function that "
+            "does not return an AppDef is not a component. lint reads the file's syntax tree and never runs it "
+            "(TorchX's file_linter.validate, with its messages).",
+        fix="Annotate every parameter with str, int, float, bool, Optional[...] of one, or List/Dict of them, "
+            "and the return with AppDef.",
+        example="# bad: components.py\n"
+                "def trainer(lr, layers: List[List[int]]) -> dict: ...\n"
+                "# fix\n"
+                "def trainer(lr: float, layers: List[int]) -> specs.AppDef: ...",
+    ),
     # scheduler checks (lint --scheduler NAME)
     Code(
         "TS601", "scheduler-refuses", ERROR, "The scheduler named with --scheduler refuses the spec in a dry run.",

@@ -17,7 +17,7 @@ from typing import Iterator, List
 import pytest
 from k8s_support import Cluster
 from sample_runner import (APP_ID, ROOT, SAMPLES, Block, Randoms, Session, blocks, cancel_running, examples_session,
-                           run_samples, sample_env, samples, steps, write_named)
+                           named_path, run_samples, sample_env, samples, steps, write_named)
 from test_page_specs import ci_guide_samples
 from test_scheduler_pages import scheduler_page_samples
 from test_site import getting_started_samples
@@ -31,6 +31,7 @@ GITOPS = DOCS / "guides" / "gitops.md"
 PROVENANCE = DOCS / "guides" / "provenance.md"
 CONFIGURATION = DOCS / "concepts" / "configuration.md"
 PRODUCTION = DOCS / "guides" / "production-jobs.md"
+COMPONENTS = DOCS / "concepts" / "components.md"
 #: what a Slurm 22.05 login node's sbatch and srun print for --help and --usage (srun's with pyxis' options)
 LOGIN_NODE_HELP = SAMPLES / "production" / "slurm"
 
@@ -73,16 +74,20 @@ def production_samples() -> List[Block]:
     return samples([PRODUCTION])
 
 
+def component_samples() -> List[Block]:
+    return samples([COMPONENTS])
+
+
 def test_every_sample_is_run() -> None:
     runs = [*readme_samples(), *lint_samples(), kubernetes_lint_sample(), *diff_samples(), *walkthrough_samples(),
             *provenance_samples(), *getting_started_samples(), *ci_guide_samples(),
-            *scheduler_page_samples(), *configuration_samples(), *production_samples()]
+            *scheduler_page_samples(), *configuration_samples(), *production_samples(), *component_samples()]
     assert len(runs) == len(set(runs))
     assert set(runs) == set(samples(PAGES)), [b.where for b in set(samples(PAGES)) - set(runs)]
     assert (len(readme_samples()), len(lint_samples()), len(diff_samples()), len(walkthrough_samples()),
             len(provenance_samples()), len(getting_started_samples()), len(ci_guide_samples()),
             len(scheduler_page_samples()), len(configuration_samples()),
-            len(production_samples())) == (1, 1, 3, 3, 1, 6, 2, 14, 1, 8)
+            len(production_samples()), len(component_samples())) == (1, 1, 3, 3, 1, 6, 2, 14, 1, 8, 1)
 
 
 def test_the_readme_sample(tmp_path: pathlib.Path) -> None:
@@ -116,6 +121,18 @@ def login_node_clients(folder: pathlib.Path) -> None:
             f'echo "{command}: a stand-in for the docs tests: only --help and --usage" >&2\n'
             "exit 1\n")
         stand_in.chmod(0o755)
+
+
+def test_the_component_lint_sample(tmp_path: pathlib.Path) -> None:
+    """The components page's component written out and linted: TS511 at each parameter, and the file never ran
+    (a marker it would write is not there)."""
+    work = tmp_path / "work"
+    (written,) = write_named([b for b in blocks(COMPONENTS) if named_path(b) == "components.py"], work)
+    marker = tmp_path / "ran"
+    written.write_text(written.read_text() + f"\nopen({str(marker)!r}, 'w').close()\n")
+    session = Session(work, sample_env(tmp_path), Randoms(APP_ID))
+    run_samples(session, component_samples())
+    assert not marker.exists()
 
 
 def test_the_production_guide_samples(tmp_path: pathlib.Path) -> None:

@@ -40,9 +40,9 @@ FORMATS = ["text", "json", "github", "sarif"]
               help="With --scheduler kubernetes: a CustomResourceDefinition file (repeatable) to validate custom "
                    "objects against, instead of the JobSet and Volcano Job CRDs that ship with torchspec.")
 @click.option("--allow-python-components", "allow_python", is_flag=True, default=None,
-              help="Also lint FILE.py:FUNCTION components, by running them (their code runs: only for code you"
-                   " trust, never a pull request's); -p values are their arguments. Config: [lint]"
-                   " allow_python_components.")
+              help="FILE.py:FUNCTION components are always checked from their syntax tree (TS511); with this,"
+                   " also run them and lint the spec each makes (their code runs: only for code you trust, never"
+                   " a pull request's); -p values are their arguments. Config: [lint] allow_python_components.")
 @param_options
 def lint(paths: tuple[str, ...], fmt: str, output_file: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
          exclude: tuple[str, ...], strict: bool | None, max_file_size: int | None, jobs: int | None,

@@ -34,6 +34,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from torchspec.components import PYTHON_COMPONENT as _REF
 from torchspec.components import is_python_component, refuse_python  # noqa: F401 - part of this API
 from torchspec.errors import ComponentError, UsageError, did_you_mean
+from torchspec.specs.file_linter import parse_docstring
 
 _PRIMITIVES = (int, str, float)
 
@@ -82,32 +83,6 @@ def _where(e: BaseException, path: str) -> str:
 # ---------------------------------------------------------------------------
 # The signature as a command line
 # ---------------------------------------------------------------------------
-
-
-def parse_docstring(fn: Callable[..., Any]) -> Tuple[str, Dict[str, str]]:
-    """The docstring's description (the text before its sections) and each argument's help, from a
-    Google-style ``Args:`` section (``name: text`` or ``name (type): text``, continued on deeper lines)."""
-    doc = inspect.getdoc(fn) or ""
-    description: List[str] = []
-    helps: Dict[str, str] = {}
-    section, current, indent = "", "", 0
-    for line in doc.splitlines():
-        stripped = line.strip()
-        header = re.match(r"^(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$", stripped)
-        if header and not line.startswith(" "):
-            section, current = header.group(1), ""
-            continue
-        if not section:
-            description.append(stripped)
-        elif section in ("Args", "Arguments", "Parameters") and stripped:
-            item = re.match(r"^\*{0,2}(\w+)\s*(\([^)]*\))?\s*:\s*(.*)$", stripped)
-            depth = len(line) - len(line.lstrip())
-            if item and (not current or depth <= indent):
-                current, indent = item.group(1), depth
-                helps[current] = item.group(3)
-            elif current:
-                helps[current] = f"{helps[current]} {stripped}".strip()
-    return " ".join(" ".join(description).split()), helps
 
 
 def unwrap_optional(annotation: Any) -> Any:

@@ -97,8 +97,9 @@ class LintOptions:
     overlays: Mapping[str, str] = field(default_factory=dict)
     #: processes that load files at once in :func:`lint_paths`; 0: one per CPU (see :func:`jobs_for`)
     jobs: int = 0
-    #: lint ``FILE.py:FUNCTION`` components too, by running them (``--allow-python-components``): the spec
-    #: ``torchspec convert`` makes of each, called with ``params`` as its arguments, is what gets linted
+    #: ``FILE.py:FUNCTION`` components are checked from their syntax tree (TS511); with this, also run
+    #: (``--allow-python-components``): the spec ``torchspec convert`` makes of each, called with ``params``
+    #: as its arguments, is linted too
     allow_python_components: bool = False
 
 
@@ -194,15 +195,12 @@ def lint_paths(paths: Iterable[str], options: LintOptions | None = None) -> Lint
 
     run = _Run(options or LintOptions())
     paths = list(paths)
-    python = [p for p in paths if run.options.allow_python_components and is_python_component(p)]
+    python = [p for p in paths if is_python_component(p) and not os.path.exists(p)]
     found = [(path, named and not run.options.only_specs)
              for path, named in discover([p for p in paths if p not in python], run.options.exclude,
                                          run.result.notes)]
-    if python:
-        from torchspec.components.convert import load_converted
-
-        for ref in python:
-            run.add(load_converted(ref, run.load_options))
+    for ref in python:
+        run_python(run, ref)
     jobs = 1 if run.checks else jobs_for(run.options.jobs, len(found))
     if jobs > 1:
         for outcome in _lint_in_processes(found, run.load_options, jobs):
@@ -212,6 +210,20 @@ def lint_paths(paths: Iterable[str], options: LintOptions | None = None) -> Lint
         for path, named in found:
             run.add(lint_file(path, named, run.load_options))
     return run.finish()
+
+
+def run_python(run: "_Run", ref: str) -> None:
+    """A Python component: its function checked from the file's syntax tree (TS511, the code never runs);
+    with ``allow_python_components``, and only when it meets the standard, the spec it makes linted too."""
+    from torchspec.lint.component import lint_component
+
+    path, found = lint_component(ref)
+    if found or not run.options.allow_python_components:
+        run.record(path, found, [])
+        return
+    from torchspec.components.convert import load_converted
+
+    run.add(load_converted(ref, run.load_options))
 
 
 def jobs_for(asked: int, files: int) -> int:
