@@ -21,8 +21,14 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
-#: Only these groups are cached: torchspec's own.
+#: Only these groups are cached: torchspec's own, and TorchX's of the same names (``torchx.schedulers``...),
+#: which :func:`entry_points` reads after ours so that a TorchX plug-in package works as it is.
 PREFIX = "torchspec."
+TORCHX_PREFIX = "torchx."
+#: Distributions whose ``torchx.*`` entry points are TorchX's own, made for TorchX's objects: never ours.
+_TORCHX_DISTS = frozenset({"torchx", "torchx-nightly"})
+#: Changes whenever what the cache holds changes meaning, so an older cache is never read.
+_CACHE_FORMAT = "2: torchspec and torchx groups"
 _DIST_SUFFIXES = (".dist-info", ".egg-info")
 
 
@@ -49,10 +55,15 @@ class EntryPoint:
 
 
 def entry_points(group: str) -> List[EntryPoint]:
-    """The entry points of ``group`` (one of torchspec's), in the order ``importlib.metadata`` gives them."""
+    """The entry points of ``group`` (one of torchspec's), in the order ``importlib.metadata`` gives them,
+    then those of TorchX's group of the same name (``torchspec.schedulers``: ``torchx.schedulers``), except
+    TorchX's own; :attr:`EntryPoint.group` tells them apart."""
     if not group.startswith(PREFIX):
         raise ValueError(f"only torchspec's own groups are read here, not {group!r}")
-    return [ep for ep in _all() if ep.group == group]
+    theirs = TORCHX_PREFIX + group[len(PREFIX):]
+    found = _all()
+    return [ep for ep in found if ep.group == group] + [
+        ep for ep in found if ep.group == theirs and ep.dist.lower() not in _TORCHX_DISTS]
 
 
 def _all() -> List[EntryPoint]:
@@ -77,7 +88,7 @@ def _fingerprint() -> str:
     files coming and going (``python -m`` puts the current folder on
     ``sys.path``) change nothing a scan would read.
     """
-    parts = []
+    parts = [_CACHE_FORMAT]
     for entry in sys.path:
         folder = entry or os.getcwd()
         try:
@@ -100,7 +111,7 @@ def _scan() -> List[EntryPoint]:
 
     out: List[EntryPoint] = []
     everything = metadata.entry_points()  # one walk of the distributions for every group
-    for group in sorted(g for g in everything.groups if g.startswith(PREFIX)):
+    for group in sorted(g for g in everything.groups if g.startswith((PREFIX, TORCHX_PREFIX))):
         for ep in everything.select(group=group):
             dist = ep.dist.metadata["Name"] if ep.dist is not None else ""
             out.append(EntryPoint(ep.group, ep.name, ep.value, dist or ""))

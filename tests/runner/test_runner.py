@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import pathlib
-from typing import Any, Dict, Iterator
+from typing import Any, Dict
 
 import pytest
 from memory_scheduler import Factory, MemoryRequest
@@ -35,24 +35,7 @@ SESSION = "test_session"
 SMALL = Resource(cpu=1, gpu=0, memMB=1024)
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
-    """No TORCHSPEC_* variables from the machine, and no user config file."""
-    for key in list(__import__("os").environ):
-        if key.upper().startswith("TORCHSPEC_"):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-
-
-@pytest.fixture
-def factory() -> Factory:
-    return Factory()
-
-
-@pytest.fixture
-def runner(factory: Factory) -> Iterator[Runner]:
-    with Runner(SESSION, {"memory": factory}) as r:
-        yield r
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def app(name: str = "hello", **role: Any) -> AppDef:

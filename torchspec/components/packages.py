@@ -12,7 +12,8 @@ and ``torchspec submit acme.trainer ...`` runs ``acme_ml.components.trainer`` (a
 signature is its command line) or ``acme.ddp`` the spec file ``acme_ml/components/ddp.yaml`` (when the
 module is a package; ``sub/x.yaml`` is ``acme.sub.x``).  They are resolved before the built-ins, as TorchX
 orders them; a name that a package and a built-in both answer to, or two packages, is an error naming
-both.  A package's code is imported only to run one of its components (``submit``, ``dryrun``, ``run``).
+both.  Packages written for TorchX, whose entry points are in ``torchx.components``, are read too (after
+ours, with the same rules).  A package's code is imported only to run one of its components (``submit``, ``dryrun``, ``run``).
 """
 
 from __future__ import annotations

@@ -42,6 +42,10 @@ from torchspec.runner import provenance
 from torchspec.runner.components import ComponentArgs, component_help, load_component, parse_component_args
 from torchspec.runner.options import GivenOptions, resolve_run_options
 from torchspec.runner.provenance import Source
+from torchspec.runner.torchx_names import (ENV_TORCHSPEC_JOB_ID, ENV_TORCHSPEC_PARENT_RUN_ID, ENV_TORCHX_JOB_ID,
+                                           ENV_TORCHX_PARENT_RUN_ID, job_env, scheduler_alias,
+                                           scheduler_params_from_env)
+from torchspec.runner.torchx_names import parent_run_id as parent_run_id_from_env
 from torchspec.runner.validation import refusals, validate_app
 from torchspec.schedulers.api import Capability
 from torchspec.specs import (
@@ -64,24 +68,8 @@ if TYPE_CHECKING:
     from torchspec.schedulers import SchedulerFactory
     from torchspec.schedulers.api import AppEvent, ListAppResponse, Scheduler, Stream
 
-#: Set in every role to the app's handle, so an app (or a tracker in it) can name itself.
-ENV_TORCHSPEC_JOB_ID = "TORCHSPEC_JOB_ID"
-#: Set in every role when a parent run is known (from the caller or this same variable).
-ENV_TORCHSPEC_PARENT_RUN_ID = "TORCHSPEC_PARENT_RUN_ID"
-#: The prefix of environment variables passed to scheduler factories as keyword arguments.
-SCHEDULER_PARAM_ENV_PREFIX = "TORCHSPEC_"
-
 #: The session name of :func:`get_runner` when none is given (TorchX uses "torchx").
 DEFAULT_SESSION_NAME = "torchspec"
-
-# TORCHSPEC_* variables that describe torchspec or the current job, not a scheduler:
-# passing them on would hand e.g. job_id= to every scheduler of a job that runs a runner.
-#: TORCHSPEC_* variables with other meanings: torchspec's own settings, and what the
-#: local scheduler sets in every replica (a job may run a Runner itself).
-_NOT_SCHEDULER_PARAMS = frozenset({
-    "JOB_ID", "PARENT_RUN_ID", "DEBUG", "HOME",
-    "APP_ID", "ROLE_NAME", "REPLICA_ID", "NUM_REPLICAS", "RANK0_HOST", "RESTART_COUNT",
-})
 
 class Runner:
     """Runs AppDefs and spec files on schedulers, and answers for the apps it (or anyone) started.
@@ -122,20 +110,9 @@ class Runner:
 
     @staticmethod
     def _get_scheduler_params_from_env() -> Dict[str, str]:
-        """``TORCHSPEC_FOO_BAR=x`` -> ``{"foo_bar": "x"}``, as TorchX reads ``TORCHX_*``.
-
-        The prefix is cut, not ``str.strip``-ped as in TorchX (which would eat
-        leading and trailing letters of the name too).
-        """
-        params = {}
-        for key, value in os.environ.items():
-            if key.upper().startswith(SCHEDULER_PARAM_ENV_PREFIX):
-                rest = key[len(SCHEDULER_PARAM_ENV_PREFIX):]
-                # TORCHSPEC_REQUIRE_DOCKER, TORCHSPEC_SKIP_BROWSER...: the test suite's switches, not parameters
-                if rest and rest.upper() not in _NOT_SCHEDULER_PARAMS and not rest.upper().startswith(
-                        ("REQUIRE_", "SKIP_")):
-                    params[rest.lower()] = value
-        return params
+        """``TORCHSPEC_FOO_BAR=x`` (or TorchX's ``TORCHX_FOO_BAR=x``) -> ``{"foo_bar": "x"}``
+        (:func:`~torchspec.runner.torchx_names.scheduler_params_from_env`)."""
+        return scheduler_params_from_env()
 
     # ------------------------------------------------------------ lifetime
 
@@ -308,19 +285,18 @@ class Runner:
         image where the scheduler supports it, and lets the scheduler validate
         the app before it builds the request.
         """
-        scheduler = scheduler or self.default_scheduler()
+        scheduler, implied = scheduler_alias(scheduler or self.default_scheduler(), self._scheduler_factories)
         validate_app(app)
         sched = self._scheduler(scheduler)
-        resolved_cfg = resolve_run_options(scheduler, sched.run_opts(), cfg, self._config, strict=False)
+        resolved_cfg = resolve_run_options(scheduler, sched.run_opts(), cfg, self._config, strict=False,
+                                           implied=implied)
         recorded = provenance.record(app, source, scheduler, resolved_cfg) if source is not None else None
         if recorded is not None:
             app.metadata[provenance.LABEL] = provenance.label(recorded)
-        parent_run_id = os.environ.get(ENV_TORCHSPEC_PARENT_RUN_ID) or parent_run_id
+        parent = parent_run_id_from_env(parent_run_id)
         for role in app.roles:
             # ${app_id} is a macro: the scheduler substitutes it once it has assigned the id.
-            role.env[ENV_TORCHSPEC_JOB_ID] = make_app_handle(scheduler, self._name, macros.app_id)
-            if parent_run_id:
-                role.env[ENV_TORCHSPEC_PARENT_RUN_ID] = parent_run_id
+            role.env.update(job_env(make_app_handle(scheduler, self._name, macros.app_id), parent))
         with refusals(scheduler):
             if workspace:
                 self._build_workspace(sched, scheduler, app, workspace, resolved_cfg)
@@ -391,7 +367,9 @@ class Runner:
         Strict by default (unknown keys are errors), as on a command line; see
         :func:`torchspec.runner.options.resolve_run_options`.
         """
-        return resolve_run_options(scheduler, self.scheduler_run_opts(scheduler), given, self._config, strict=strict)
+        scheduler, implied = scheduler_alias(scheduler, self._scheduler_factories)
+        return resolve_run_options(scheduler, self.scheduler_run_opts(scheduler), given, self._config, strict=strict,
+                                   implied=implied)
 
     def check_scheduler(self, scheduler: Optional[str]) -> str:
         """``scheduler`` (None: the default one) once it is known to be registered.
@@ -401,7 +379,7 @@ class Runner:
         from torchspec.schedulers import lookup
 
         name = scheduler or self.default_scheduler()
-        lookup(name, self._scheduler_factories)
+        lookup(scheduler_alias(name, self._scheduler_factories)[0], self._scheduler_factories)
         return name
 
     def scheduler_backends(self) -> List[str]:
@@ -632,6 +610,7 @@ class Runner:
             UnknownSchedulerException: no factory is registered under that name
                 (the message lists the names and guesses the one meant).
         """
+        scheduler = scheduler_alias(scheduler, self._scheduler_factories)[0]  # TorchX's local_cwd://... handles
         sched = self._scheduler_instances.get(scheduler)
         if sched is None:
             from torchspec.schedulers import lookup
@@ -690,6 +669,8 @@ __all__ = [
     "DEFAULT_SESSION_NAME",
     "ENV_TORCHSPEC_JOB_ID",
     "ENV_TORCHSPEC_PARENT_RUN_ID",
+    "ENV_TORCHX_JOB_ID",
+    "ENV_TORCHX_PARENT_RUN_ID",
     "ComponentArgs",
     "Runner",
     "get_runner",

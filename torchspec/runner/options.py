@@ -52,8 +52,11 @@ def resolve_run_options(
     config: Optional["Config"] = None,
     *,
     strict: bool = True,
+    implied: Optional[Mapping[str, CfgVal]] = None,
 ) -> Dict[str, CfgVal]:
-    """The cfg ``scheduler`` runs with: its defaults, then ``config``'s ``[scheduler.NAME]``, then ``given``.
+    """The cfg ``scheduler`` runs with: its defaults, then ``config``'s ``[scheduler.NAME]``, then what the
+    name it was asked for by implies (``implied``: TorchX's ``local_cwd`` is ``local`` with ``use_cwd``),
+    then ``given``.
 
     Every option ends up under its declared spelling, so ``-c runAs=x``
     overrides a config file's ``run_as`` (the same option given twice in one
@@ -77,6 +80,7 @@ def resolve_run_options(
         from torchspec.config import scheduler_cfg
 
         cfg.update(_declared(opts, scheduler_cfg(config, scheduler, opts)))
+    cfg.update(_declared(opts, implied or {}))
     raw = _given(scheduler, given, problems)
     overlay: Dict[str, CfgVal] = {}
     for key, value in raw.items():

@@ -1,4 +1,5 @@
-"""The scheduler registry: every scheduler by name, from the ``torchspec.schedulers`` entry points.
+"""The scheduler registry: every scheduler by name, from the ``torchspec.schedulers`` entry points (and
+TorchX's ``torchx.schedulers``, read after ours, so a TorchX plug-in package works as it is).
 
 Re-exported by :mod:`torchspec.schedulers` (``from torchspec.schedulers import
 get_scheduler_factory``); it lives here so that importing the package, as
@@ -72,7 +73,8 @@ class _EntryPointFactory:
 
 
 def _provider(entry_point: EntryPoint) -> str:
-    return f"{entry_point.dist or '<unknown package>'} ({entry_point.value})"
+    group = "" if entry_point.group == GROUP else f", in {entry_point.group}"  # TorchX's group: say so
+    return f"{entry_point.dist or '<unknown package>'} ({entry_point.value}{group})"
 
 
 def _is_builtin(entry_point: EntryPoint) -> bool:

@@ -17,7 +17,10 @@ Precedence, when two providers define the same name, is fixed so that the
 answer never depends on install order or ``sys.path``: the built-in sets
 come first (generic, then AWS), then every other provider sorted by
 distribution name, then entry-point name; a later definition replaces an
-earlier one, so a plug-in can redefine a built-in name.  ``NULL`` and
+earlier one, so a plug-in can redefine a built-in name.  TorchX's own
+group, ``torchx.named_resources``, is read after all of ours, so a TorchX
+plug-in package works as it is; a name it gives that a ``torchspec.``
+plug-in gave too is an error naming both packages.  ``NULL`` and
 ``MISSING`` (both :data:`NULL_RESOURCE`) are added last and cannot be redefined.
 
 Entry points are read on first use, not at import, and cached;
@@ -41,7 +44,7 @@ import threading
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional
 
-from torchspec.errors import did_you_mean
+from torchspec.errors import UsageError, did_you_mean
 from torchspec.specs.api import NULL_RESOURCE, Resource
 
 if TYPE_CHECKING:
@@ -114,14 +117,26 @@ def load_named_resources() -> Dict[str, ResourceFactory]:
         _register(table, module, module, importlib.import_module(module).NAMED_RESOURCES)
 
     plugins = [ep for ep in entry_points(ENTRY_POINT_GROUP) if not _is_builtin(ep)]
-    for entry_point in sorted(plugins, key=_provider_order):
+    ours = sorted((ep for ep in plugins if ep.group == ENTRY_POINT_GROUP), key=_provider_order)
+    torchx = sorted((ep for ep in plugins if ep.group != ENTRY_POINT_GROUP), key=_provider_order)
+    given_by: Dict[str, str] = {}  # name -> the plug-in package that gave it, to name both in a clash
+    for entry_point in ours + torchx:
         source = f"named resource entry point {entry_point.name} = {entry_point.value}"
         try:
             provided = entry_point.load()
         except Exception as error:  # a broken plug-in must not hide every other name
             warnings.warn(f"{source} failed to load and was skipped: {error!r}")
             continue
-        _register(table, source, entry_point.name, provided)
+        added: Dict[str, ResourceFactory] = {}
+        _register(added, source, entry_point.name, provided)
+        where = f"{entry_point.dist or '<unknown package>'} ({entry_point.group})"
+        if entry_point.group != ENTRY_POINT_GROUP:  # TorchX's group comes after ours and may not redefine
+            for name in added:
+                if name in given_by:
+                    raise UsageError(f"named resource {name!r} is registered twice, by {given_by[name]} and by"
+                                     f" {where}", "uninstall one of the packages, or rename one resource")
+        given_by.update(dict.fromkeys(added, where))
+        table.update(added)
 
     table.update(_SENTINELS)
     return table
