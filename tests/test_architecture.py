@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("lint", ("torchspec.lint", "torchspec.report")),
     ("schedulers", ("torchspec.schedulers",)),
     ("runner", ("torchspec.runner",)),
-    ("gitops", ("torchspec.gitops",)),
+    ("gitops", ("torchspec.gitops", "torchspec.tsm")),
     ("scaffold", ("torchspec.scaffold",)),
     ("front ends", ("torchspec.cli", "torchspec.__main__", "torchspec.lsp", "torchspec.ui")),
 ]
