@@ -18,7 +18,7 @@ import re
 from torchspec.errors import UsageError
 
 __all__ = ["COMPONENTS_DIR", "ComponentNotFoundError", "builtin_name", "find_component", "is_python_component",
-           "list_builtins", "refuse_python"]
+           "list_builtins", "refuse_python", "spec_description"]
 
 #: ``FILE.py:FUNCTION`` (the path may hold ``:``; the last one splits): a Python component, see
 #: :mod:`torchspec.components.python`.
@@ -74,7 +74,7 @@ def list_builtins() -> dict[str, tuple[str, str]]:
                 continue
             path = os.path.join(folder, file)
             rel = os.path.relpath(os.path.join(folder, stem), COMPONENTS_DIR)
-            found[rel.replace(os.sep, ".")] = (path, _description(path))
+            found[rel.replace(os.sep, ".")] = (path, spec_description(path))
     return dict(sorted(found.items()))
 
 
@@ -124,7 +124,7 @@ def builtin_name(path: str) -> str | None:
     return None
 
 
-def _description(path: str) -> str:
+def spec_description(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as f:
             for line in f:

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from torchspec.config import Config
     from torchspec.schedulers import SchedulerFactory
     from torchspec.schedulers.api import AppEvent, ListAppResponse, Scheduler, Stream
+    from torchspec.workspace import PkgInfo, WorkspaceBuilder
 
 #: The session name of :func:`get_runner` when none is given (TorchX uses "torchx").
 DEFAULT_SESSION_NAME = "torchspec"
@@ -381,6 +382,12 @@ class Runner:
         name = scheduler or self.default_scheduler()
         lookup(scheduler_alias(name, self._scheduler_factories)[0], self._scheduler_factories)
         return name
+
+    def build_standalone_workspace(self, workspace_builder: "WorkspaceBuilder[Any, Any]",
+                                   sync: bool = True) -> "PkgInfo[Any]":
+        """Build a workspace apart from any scheduler (TorchX's API): ``workspace_builder.build_workspace``;
+        with ``sync`` False the builder may finish in the background, through the PkgInfo's lazy overrides."""
+        return workspace_builder.build_workspace(sync)
 
     def scheduler_backends(self) -> List[str]:
         """Every scheduler name this runner can use."""
