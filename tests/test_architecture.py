@@ -18,7 +18,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("torchspec", "torchspec.version", "torchspec.errors", "torchspec.exit_codes", "torchspec.codes",
                     "torchspec.terminal", "torchspec.entry_points", "torchspec.redaction", "torchspec.install",
                     "torchspec.times")),
-    ("specs", ("torchspec.specs", "torchspec.workspace")),
+    ("specs", ("torchspec.specs", "torchspec.workspace", "torchspec.tracker")),
     # TorchX's specs.finder and specs.builders find and call components: the loader's work, where TorchX users
     # import them from
     ("loader", ("torchspec.loader", "torchspec.config", "torchspec.components", "torchspec.specs.finder",

@@ -26,6 +26,9 @@ Sections::
     [scheduler.local]                    # run option defaults (cfg) for one scheduler, below -c
     log_dir = "/tmp/logs"
 
+    [tracker.file]                       # a tracker every job records to (torchspec.tracker), with its config
+    config = "/shared/runs"
+
     [component."dist.ddp"]               # param defaults for a component, below -p
     j = "2x4"
     [component."jobs/train.yaml"]        # a spec path, relative to this config file
@@ -36,7 +39,8 @@ working folder (or the file ``$TORCHXCONFIG`` names) is read instead, with
 the same meaning: ``[cli:run]`` ``scheduler`` (the default scheduler, TorchX
 names mapped: ``local_cwd`` is local, ``local_docker`` docker) and
 ``component`` (the component ``submit`` runs when none is named),
-``[SCHEDULER]`` run options, ``[component:NAME]`` argument defaults.
+``[SCHEDULER]`` run options, ``[component:NAME]`` argument defaults,
+``[torchx:tracker]`` tracker names and ``[tracker:NAME]`` their ``config``.
 
 This module knows nothing about schedulers beyond the ``runopts`` they
 declare, so ``torchspec lint`` never imports a backend to read its settings.
@@ -69,6 +73,7 @@ __all__ = [
     "load_config",
     "scheduler_cfg",
     "template_paths",
+    "trackers",
     "user_config_path",
 ]
 
@@ -189,7 +194,12 @@ def read_torchx_config(path: str) -> dict[str, Any]:
                 cli["default_component"] = values["component"]
         elif section.startswith("component:"):
             data.setdefault("component", {})[section.split(":", 1)[1]] = values
-        elif not section.startswith("cli:"):  # other commands' defaults have no torchspec meaning
+        elif section == "torchx:tracker":  # the trackers every job records to: their names
+            for name in values:
+                data.setdefault("tracker", {}).setdefault(name, {})
+        elif section.startswith("tracker:"):  # one tracker's config
+            data.setdefault("tracker", {}).setdefault(section.split(":", 1)[1], {}).update(values)
+        elif not section.startswith(("cli:", "torchx:")):  # other commands' defaults have no torchspec meaning
             _torchx_options(schedulers, section, values)
     if schedulers:
         data["scheduler"] = schedulers
@@ -239,6 +249,20 @@ def default_scheduler(config: Config) -> str | None:
         raise UsageError(f"{config.sources.get(key, 'config')}: {key} must be a scheduler name (a string)",
                          'write: default_scheduler = "local"')
     return value
+
+
+def trackers(config: Config) -> dict[str, str | None]:
+    """``[tracker.NAME]`` tables: the trackers every job records to, each with its ``config`` (None where
+    none is set); .torchxconfig's ``[torchx:tracker]`` names and ``[tracker:NAME] config`` read the same."""
+    found: dict[str, str | None] = {}
+    for name, table in config.section("tracker").items():
+        value = table.get("config") if isinstance(table, dict) else None
+        if value is not None and not isinstance(value, str):
+            raise UsageError(f"{config.sources.get(config_key('tracker', name, 'config'), 'config')}: tracker.{name}"
+                             ".config must be a string (the tracker's config: a folder, a URL or a file)",
+                             f'write: [tracker.{name}] config = "/shared/runs"')
+        found[name] = value or None
+    return found
 
 
 #: ``(config file, scheduler, key)`` already warned about in this process.

@@ -47,7 +47,7 @@ def readme_grammar() -> list[Row]:
         if not line.startswith("| ") or len(cells) != 3 or cells[0] == "what":
             continue
         on = {name: tuple(f.strip() for f in formats.split(",")) if formats else ()
-              for name, formats in re.findall(r"(?<!alias )`([a-z-]+)`(?: \(([a-z, ]+)\))?", cells[2])}
+              for name, formats in re.findall(r"(?<!alias )`([a-z-]+(?: [a-z-]+)*)`(?: \(([a-z, ]+)\))?", cells[2])}
         for spelling in re.findall(r"`([^`]+)`", cells[1]):
             rows.append(Row(tuple(spelling.split()[0].split("/")), on))
     return rows

@@ -311,13 +311,16 @@ def test_application_retries_restart_every_replica_then_fail(env: Env, docker_cl
     assert sorted(followed.splitlines()) == sorted(env.logs(handle).splitlines()), followed
 
 
-#: Replica 1 fails its first attempt only (a file on a bind-mounted host folder remembers it); replica 0 works 4 s
-#: (unless a retry stops it first).
+#: Replica 1 fails its first attempt only (a file on a bind-mounted host folder remembers it); replica 0 works
+#: until replica 1 has succeeded (another file; at most 2 minutes), unless a retry stops it first: so a retry
+#: always finds it running, however slowly a loaded machine gets to the retry.
 FAILS_ONCE = """echo "replica ${replica_id} starts";
 if [ ${replica_id} = 1 ]; then
   [ -f /state/once ] || { touch /state/once; sleep 0.5; echo "first try fails"; exit 3; }; echo "second time lucky";
+  touch /state/lucky;
 else
-  trap 'echo "replica 0 stopped"; exit 0' TERM; sleep 4 & wait; echo "replica 0 done";
+  trap 'echo "replica 0 stopped"; exit 0' TERM;
+  (for n in $(seq 600); do [ -f /state/lucky ] && break; sleep 0.2; done) & wait; echo "replica 0 done";
 fi"""
 
 

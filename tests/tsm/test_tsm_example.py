@@ -30,7 +30,9 @@ RUN_S = 600
 
 TRAIN = """\
 import os, sys
-print("trainer rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], sys.argv[1:], os.environ["MY_ENV_VAR"])
+# one write: the node's two workers share its log, and print() writes a line in pieces
+os.write(1, f"trainer rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} {sys.argv[1:]} {os.environ['MY_ENV_VAR']}\\n"
+         .encode())
 """
 PS = """\
 #!/bin/sh

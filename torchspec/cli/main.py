@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "schedulers": ("torchspec.cli.info_cmd", "schedulers", "List the registered schedulers (default marked)."),
     "builtins": ("torchspec.cli.info_cmd", "builtins", "List the built-in components."),
     "config": ("torchspec.cli.info_cmd", "config_cmd", "Show the effective configuration and where each value is set."),
+    "tracker": ("torchspec.cli.tracker_cmd", "tracker", "Read what jobs recorded through their trackers."),
     "new": ("torchspec.cli.new_cmd", "new", "Start a scheduler plug-in package from a template."),
     "lsp": ("torchspec.cli.lsp_cmd", "lsp", "Run the language server for editors (live lint, hover, completion)."),
     "ui": ("torchspec.cli.ui_cmd", "ui", "Serve a local web dashboard: apps, replicas, specs, live logs."),

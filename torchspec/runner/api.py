@@ -43,8 +43,8 @@ from torchspec.runner.components import ComponentArgs, component_help, load_comp
 from torchspec.runner.options import GivenOptions, resolve_run_options
 from torchspec.runner.provenance import Source
 from torchspec.runner.torchx_names import (ENV_TORCHSPEC_JOB_ID, ENV_TORCHSPEC_PARENT_RUN_ID, ENV_TORCHX_JOB_ID,
-                                           ENV_TORCHX_PARENT_RUN_ID, job_env, scheduler_alias,
-                                           scheduler_params_from_env)
+                                           ENV_TORCHX_PARENT_RUN_ID, configured_trackers, job_env,
+                                           scheduler_alias, scheduler_params_from_env, tracker_env)
 from torchspec.runner.torchx_names import parent_run_id as parent_run_id_from_env
 from torchspec.runner.validation import refusals, validate_app
 from torchspec.schedulers.api import Capability
@@ -295,9 +295,11 @@ class Runner:
         if recorded is not None:
             app.metadata[provenance.LABEL] = provenance.label(recorded)
         parent = parent_run_id_from_env(parent_run_id)
+        trackers = tracker_env(configured_trackers(self._config))
         for role in app.roles:
             # ${app_id} is a macro: the scheduler substitutes it once it has assigned the id.
             role.env.update(job_env(make_app_handle(scheduler, self._name, macros.app_id), parent))
+            role.env.update(trackers)
         with refusals(scheduler):
             if workspace:
                 self._build_workspace(sched, scheduler, app, workspace, resolved_cfg)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from torchspec.runner.torchx_names import JOB_ENV
+from torchspec.runner.torchx_names import JOB_ENV, is_job_env
 from torchspec.runner.provenance import LABEL
 from torchspec.specs import AppDef
 
@@ -24,5 +24,5 @@ def without_injected(app: AppDef) -> AppDef:
     shown = copy.deepcopy(app)
     shown.metadata = {key: value for key, value in shown.metadata.items() if key != LABEL}
     for role in shown.roles:
-        role.env = {name: value for name, value in role.env.items() if name not in INJECTED_ENV}
+        role.env = {name: value for name, value in role.env.items() if not is_job_env(name)}
     return shown

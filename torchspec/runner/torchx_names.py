@@ -9,12 +9,20 @@
   ``TORCHSPEC_*`` (ours win), except the names that mean something else.
 - TorchX's scheduler names that differ from ours are aliases: ``local_cwd``
   is ``local`` with ``use_cwd`` on, ``local_docker`` is ``docker``.
+- The trackers of the config (``[tracker.NAME]``, or ``.torchxconfig``'s
+  ``[torchx:tracker]``) reach every role under both names
+  (``TORCHSPEC_TRACKERS``/``TORCHX_TRACKERS``, and each one's
+  ``..._TRACKER_<NAME>_CONFIG``); the caller's ``TORCHSPEC_TRACKERS`` or
+  ``TORCHX_TRACKERS`` names them instead, as TorchX's runner reads it.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Dict, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Mapping, Optional, Tuple
+
+if TYPE_CHECKING:
+    from torchspec.config import Config
 
 #: Set in every role to the app's handle, so an app (or a tracker in it) can name itself.
 ENV_TORCHSPEC_JOB_ID = "TORCHSPEC_JOB_ID"
@@ -85,3 +93,38 @@ def scheduler_alias(name: str, registered: Mapping[str, object]) -> Tuple[str, M
     if name in registered or name not in SCHEDULER_ALIASES:
         return name, {}
     return SCHEDULER_ALIASES[name]
+
+
+#: The variables naming a job's trackers, ours first (see :mod:`torchspec.tracker.api`).
+ENV_TRACKERS = ("TORCHSPEC_TRACKERS", "TORCHX_TRACKERS")
+#: The prefixes of the variables holding each tracker's config (``TORCHX_TRACKER_FILE_CONFIG``).
+TRACKER_CONFIG_PREFIXES = ("TORCHSPEC_TRACKER_", "TORCHX_TRACKER_")
+
+
+def configured_trackers(config: Optional["Config"]) -> Dict[str, Optional[str]]:
+    """The trackers every job gets, each with its config: the config file's, or the ones the caller's
+    ``TORCHSPEC_TRACKERS``/``TORCHX_TRACKERS`` names (their config still from the file)."""
+    from torchspec.config import trackers
+
+    found = trackers(config) if config is not None else {}
+    named = next((os.environ[name] for name in ENV_TRACKERS if os.environ.get(name)), None)
+    if named is None:
+        return found
+    return {name: found.get(name) for name in (n.strip() for n in named.split(",")) if name}
+
+
+def tracker_env(trackers: Mapping[str, Optional[str]]) -> Dict[str, str]:
+    """The variables that tell a job its trackers (:func:`torchspec.tracker.app_run_from_env` reads them)."""
+    if not trackers:
+        return {}
+    env = {name: ",".join(trackers) for name in ENV_TRACKERS}
+    for tracker, config in trackers.items():
+        if config:
+            for prefix in TRACKER_CONFIG_PREFIXES:
+                env[f"{prefix}{tracker.upper()}_CONFIG"] = config
+    return env
+
+
+def is_job_env(name: str) -> bool:
+    """Whether the runner set ``name`` in every role (``describe`` leaves these out)."""
+    return name in JOB_ENV or name in ENV_TRACKERS or name.startswith(TRACKER_CONFIG_PREFIXES)
