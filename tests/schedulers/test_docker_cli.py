@@ -40,7 +40,7 @@ APP_LABEL = "torchspec.app-id"
 OK, USAGE, APP_FAILED, APP_CANCELLED, BACKEND = 0, 2, 4, 5, 6
 
 #: A replica that stops at once when Docker (or cancel) sends SIGTERM.
-FOREVER = "trap 'exit 0' TERM; sleep 60 & wait"
+FOREVER = "trap 'exit 0' TERM; sleep 600 & wait"  # every test that runs it cancels it: it must outlast a slow one
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a Linux Docker engine")
 
