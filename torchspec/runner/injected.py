@@ -1,7 +1,8 @@
 """What torchspec adds to an app on its way to a scheduler, so that ``describe`` can show the app as written.
 
-The runner sets the job id (and the parent run id where there is one), under
-torchspec's names and TorchX's (:data:`~torchspec.runner.torchx_names.JOB_ENV`), in every role, and the provenance summary
+The runner sets the job id (and the parent run id where there is one) and the
+trackers, under torchspec's names and TorchX's
+(:func:`~torchspec.runner.torchx_names.is_job_env`), in every role, and the provenance summary
 as the label :data:`~torchspec.runner.provenance.LABEL`; the scheduler keeps
 the app with them.  ``describe`` leaves them out unless asked for everything.
 """
@@ -10,12 +11,9 @@ from __future__ import annotations
 
 import copy
 
-from torchspec.runner.torchx_names import JOB_ENV, is_job_env
+from torchspec.runner.torchx_names import is_job_env
 from torchspec.runner.provenance import LABEL
 from torchspec.specs import AppDef
-
-#: the environment variables the runner sets in every role
-INJECTED_ENV = JOB_ENV
 
 
 def without_injected(app: AppDef) -> AppDef:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Dict, Mapping, Optional, Tuple
 
+from torchspec.tracker.api import ENV_TRACKERS, tracker_config_env_var_name
+
 if TYPE_CHECKING:
     from torchspec.config import Config
 
@@ -95,9 +97,8 @@ def scheduler_alias(name: str, registered: Mapping[str, object]) -> Tuple[str, M
     return SCHEDULER_ALIASES[name]
 
 
-#: The variables naming a job's trackers, ours first (see :mod:`torchspec.tracker.api`).
-ENV_TRACKERS = ("TORCHSPEC_TRACKERS", "TORCHX_TRACKERS")
-#: The prefixes of the variables holding each tracker's config (``TORCHX_TRACKER_FILE_CONFIG``).
+#: The prefixes of the variables holding each tracker's config (``TORCHX_TRACKER_FILE_CONFIG``), as
+#: :func:`torchspec.tracker.api.tracker_config_env_var_name` writes them.
 TRACKER_CONFIG_PREFIXES = ("TORCHSPEC_TRACKER_", "TORCHX_TRACKER_")
 
 
@@ -120,8 +121,8 @@ def tracker_env(trackers: Mapping[str, Optional[str]]) -> Dict[str, str]:
     env = {name: ",".join(trackers) for name in ENV_TRACKERS}
     for tracker, config in trackers.items():
         if config:
-            for prefix in TRACKER_CONFIG_PREFIXES:
-                env[f"{prefix}{tracker.upper()}_CONFIG"] = config
+            for prefix in ("TORCHSPEC", "TORCHX"):
+                env[tracker_config_env_var_name(tracker, prefix)] = config
     return env
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Iterable, List, Mapping, Optional
 from urllib.parse import quote, unquote
 
 from torchspec.tracker.api import Lineage, TrackerArtifact, TrackerBase, TrackerSource
@@ -144,10 +144,3 @@ def create(config: Optional[str]) -> FsspecTracker:
                          ' config = "/shared/runs"')
     return FsspecTracker(config)
 
-
-def as_dict(tracker: TrackerBase, run_id: str) -> Dict[str, Any]:
-    """Everything a tracker holds of a run, as JSON-ready data (``tracker`` commands, the dashboard)."""
-    return {"run_id": run_id, "metadata": dict(tracker.metadata(run_id)),
-            "artifacts": {n: {"path": a.path, "metadata": a.metadata} for n, a in tracker.artifacts(run_id).items()},
-            "sources": [{"source_run_id": s.source_run_id, "artifact_name": s.artifact_name}
-                        for s in tracker.sources(run_id)]}
