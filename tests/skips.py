@@ -26,6 +26,7 @@ SWITCHES = {
     "TORCH": "torch",
     "TORCHX": "the TorchX venv",
     "DOCS": "the docs extra",
+    "MLFLOW": "an MLflow tracking server (the mlflow package's CLI)",
     "MOUNT": "the right to mount (root with CAP_SYS_ADMIN)",
 }
 

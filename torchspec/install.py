@@ -25,6 +25,7 @@ EXTRA_OF_MODULE: Dict[str, str] = {
     "docker": "docker", "requests": "docker", "kubernetes": "kubernetes", "urllib3": "kubernetes",
     "kubernetes_validate": "kubernetes-validate", "ray": "ray", "starlette": "ui", "uvicorn": "ui",
     "pygls": "lsp", "lsprotocol": "lsp", "torch": "torch", "fsspec": "tracker",
+    "mlflow": "mlflow",
 }
 
 #: what each extra installs, for ``pipx inject`` where the installed metadata cannot be read
@@ -32,7 +33,7 @@ EXTRA_OF_MODULE: Dict[str, str] = {
 EXTRA_REQUIREMENTS: Dict[str, List[str]] = {
     "docker": ["docker>=7"], "kubernetes": ["kubernetes>=28"], "kubernetes-validate": ["kubernetes-validate>=1.30"],
     "ray": ["ray[default]>=2.60"], "ui": ["starlette>=0.37", "uvicorn>=0.29"], "lsp": ["pygls>=2.1,<3"],
-    "torch": ["torch>=2.0"], "tracker": ["fsspec>=2023.1"],
+    "torch": ["torch>=2.0"], "tracker": ["fsspec>=2023.1"], "mlflow": ["mlflow-skinny>=2.10"],
 }
 
 

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+import tracker_support
+
 from torchspec.config import Config, load_config
 from torchspec.errors import UsageError
 from torchspec.runner import Runner
@@ -79,20 +81,7 @@ print("recorded", run.job_id())
 
 
 def test_a_local_job_records_and_the_cli_reads_it_back(tmp_path: pathlib.Path) -> None:
-    (tmp_path / "record.py").write_text(JOB)
-    (tmp_path / ".torchspec.toml").write_text(f'[tracker.file]\nconfig = "{tmp_path / "runs"}"\n')
-    (tmp_path / "job.yaml").write_text(f"name: tracked\nroles:\n  - name: r\n    image: .\n"
-                                       f"    entrypoint: {sys.executable}\n    args: [record.py]\n")
-    env = {**os.environ, "TORCHSPEC_HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
-           "NO_COLOR": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-
-    def cli(*argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "torchspec", *argv], capture_output=True, text=True, env=env,
-                              cwd=tmp_path, timeout=120)
-
-    done = cli("submit", "--wait", "job.yaml")
-    assert done.returncode == 0, done.stderr
-    handle = done.stdout.strip()
+    cli, handle = tracker_support.run_local_job(tmp_path, f'[tracker.file]\nconfig = "{tmp_path / "runs"}"\n', JOB)
     assert cli("tracker", "list", "jobs").stdout.split() == [handle]
     assert cli("tracker", "list", "metadata", handle).stdout.splitlines() == ["epochs = 2", "lr = 0.1"]
     artifacts = json.loads(cli("tracker", "list", "artifacts", "-o", "json", handle).stdout)
@@ -100,3 +89,7 @@ def test_a_local_job_records_and_the_cli_reads_it_back(tmp_path: pathlib.Path) -
     assert cli("tracker", "lineage", handle).stdout.splitlines() == [handle]
     unknown = cli("tracker", "list", "jobs", "--tracker", "fille")
     assert unknown.returncode == 2 and "did you mean 'file'" in unknown.stderr, unknown.stderr
+    tracked = tracker_support.tracked_section(handle, tmp_path, tmp_path / "home")
+    for text in ("<h3>file</h3>", "<td>lr</td><td>0.1</td>", "<td>model</td><td>/shared/model.pt</td>",
+                 "format=torchscript"):
+        assert text in tracked, tracked

@@ -66,3 +66,4 @@ def write_spec(folder: pathlib.Path, name: str, script: str, metadata: str = "",
     path.write_text(f"name: {name}\n{metadata}roles:\n  - name: main\n    image: {folder}\n    entrypoint: sh\n"
                     f"    args: [\"-c\", {json.dumps(script)}]\n{env}")
     return path
+

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 import click
 
@@ -13,15 +13,19 @@ from torchspec.exit_codes import ExitCode
 if TYPE_CHECKING:
     from torchspec.tracker import TrackerBase
 
+T = TypeVar("T")
 _TRACKER = click.option("--tracker", "tracker_name", metavar="NAME",
                         help="Which configured tracker to read (default: the first one).")
 
 
-def _open(name: str | None) -> "TrackerBase":
+def _ask(name: str | None, question: Callable[["TrackerBase"], T]) -> T:
+    """``question`` asked of the configured tracker ``name``; its failures are a BackendError (exit 6)."""
     from torchspec.config import load_config
-    from torchspec.runner.trackers import open_tracker
+    from torchspec.runner.trackers import open_tracker, tracker_errors
 
-    return open_tracker(load_config(), name)[1]
+    chosen, found = open_tracker(load_config(), name)
+    with tracker_errors(chosen):
+        return question(found)
 
 
 @click.group()
@@ -32,7 +36,8 @@ def tracker() -> None:
     .torchspec.toml, or .torchxconfig's [torchx:tracker]), which every job
     submitted from here records to.
 
-    Exit codes: 0 ok, 2 no tracker configured or an unknown one.
+    Exit codes: 0 ok, 2 no tracker configured or an unknown one, 6 the tracker's
+    store could not be read (its server down, say).
     """
 
 
@@ -48,7 +53,7 @@ def list_group() -> None:
 def list_jobs(tracker_name: str | None, parent_run_id: str | None, fmt: str) -> int:
     """List the jobs the tracker knows (their ids are their app handles)."""
     kwargs = {"parent_run_id": parent_run_id} if parent_run_id else {}
-    runs = list(_open(tracker_name).run_ids(**kwargs))
+    runs = _ask(tracker_name, lambda t: list(t.run_ids(**kwargs)))
     if fmt == "json":
         dump_json(runs)
         return ExitCode.OK
@@ -63,7 +68,7 @@ def list_jobs(tracker_name: str | None, parent_run_id: str | None, fmt: str) -> 
 @output_option(("text", "json"), "text (KEY = VALUE lines), or json (an object).", json_flag=True)
 def list_metadata(tracker_name: str | None, job: str, fmt: str) -> int:
     """List the metadata JOB recorded (add_metadata)."""
-    found = dict(_open(tracker_name).metadata(job))
+    found = _ask(tracker_name, lambda t: dict(t.metadata(job)))
     if fmt == "json":
         dump_json(found)
         return ExitCode.OK
@@ -79,7 +84,8 @@ def list_metadata(tracker_name: str | None, job: str, fmt: str) -> int:
 @output_option(("text", "json"), "text (NAME PATH lines), or json (an object by name).", json_flag=True)
 def list_artifacts(tracker_name: str | None, artifact: str | None, job: str, fmt: str) -> int:
     """List the artifacts JOB recorded (add_artifact): name, path and metadata."""
-    found = {name: a for name, a in _open(tracker_name).artifacts(job).items() if artifact in (None, name)}
+    found = {name: a for name, a in _ask(tracker_name, lambda t: dict(t.artifacts(job))).items()
+             if artifact in (None, name)}
     if fmt == "json":
         dump_json({name: {"path": a.path, "metadata": a.metadata} for name, a in found.items()})
         return ExitCode.OK
@@ -94,7 +100,7 @@ def list_artifacts(tracker_name: str | None, artifact: str | None, job: str, fmt
 @output_option(("text", "json"), "text, or json ({run_id, sources, children}).", json_flag=True)
 def lineage(tracker_name: str | None, job: str, fmt: str) -> int:
     """Show where JOB came from (its sources: parent runs, input artifacts) and the jobs that came from it."""
-    found = _open(tracker_name).lineage(job)
+    found = _ask(tracker_name, lambda t: t.lineage(job))
     if fmt == "json":
         dump_json({"run_id": found.run_id, "children": found.children,
                    "sources": [{"source_run_id": s.source_run_id, "artifact_name": s.artifact_name}

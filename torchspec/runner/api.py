@@ -109,6 +109,11 @@ class Runner:
         }
         self._config = config
 
+    @property
+    def config(self) -> Optional["Config"]:
+        """The settings this runner was built with (None: it reads no config files)."""
+        return self._config
+
     @staticmethod
     def _get_scheduler_params_from_env() -> Dict[str, str]:
         """``TORCHSPEC_FOO_BAR=x`` (or TorchX's ``TORCHX_FOO_BAR=x``) -> ``{"foo_bar": "x"}``

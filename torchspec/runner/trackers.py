@@ -1,19 +1,26 @@
-"""The trackers the ``tracker`` commands read: the configured ones (see :mod:`torchspec.runner.torchx_names`)."""
+"""The trackers the ``tracker`` commands and the dashboard read: the configured ones (see
+:mod:`torchspec.runner.torchx_names`), their failures as :class:`~torchspec.errors.BackendError`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Tuple
+import contextlib
+import os
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
-from torchspec.errors import UsageError, did_you_mean
+from torchspec.errors import BackendError, TorchSpecError, UsageError, did_you_mean
 from torchspec.runner.torchx_names import configured_trackers
 
 if TYPE_CHECKING:
     from torchspec.config import Config
     from torchspec.tracker import TrackerBase
 
+#: A reader gives up on a tracking server sooner than a job does (MLflow's defaults retry for minutes, right
+#: for a job that must not lose a record, not for a command someone waits on); the caller's own values win.
+READER_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+
 
 def open_tracker(config: Optional["Config"], name: Optional[str] = None) -> Tuple[str, "TrackerBase"]:
-    """The tracker ``name`` (default: the first configured one), built with its config.
+    """The tracker ``name`` (default: the first configured one), built with its config, to read from.
 
     Raises:
         UsageError: no tracker is configured, or ``name`` is not one of them (with a did-you-mean), or it
@@ -31,8 +38,42 @@ def open_tracker(config: Optional["Config"], name: Optional[str] = None) -> Tupl
         guess = did_you_mean(chosen, list(found))
         raise UsageError(f"tracker {chosen!r} is not configured",
                          f"did you mean {guess!r}?" if guess else f"configured: {', '.join(found)}")
+    for variable, value in READER_LIMITS.items():
+        os.environ.setdefault(variable, value)
     try:
         (tracker,) = build_trackers({chosen: found[chosen]})
     except ValueError as e:
         raise UsageError(f"tracker {chosen}: {e}", "check its name and its config") from None
     return chosen, tracker
+
+
+@contextlib.contextmanager
+def tracker_errors(name: str) -> Iterator[None]:
+    """A tracker's own failure (a server down, a folder unreadable) as a BackendError naming it."""
+    try:
+        yield
+    except TorchSpecError:
+        raise
+    except Exception as e:  # each backend has its own errors (MlflowException, OSError...): all are the tracker's
+        raise BackendError(f"tracker {name}: {type(e).__name__}: {e}",
+                           f"is the tracker's store up and its config right? ([tracker.{name}] config)") from None
+
+
+def recorded(config: Optional["Config"], run_id: str) -> List[Dict[str, Any]]:
+    """What job ``run_id`` recorded in each configured tracker: ``{"tracker", "metadata", "artifacts",
+    "sources", "error"}`` each (``error``: why that tracker could not be read, the others still are)."""
+    out = []
+    for name in configured_trackers(config):
+        entry: Dict[str, Any] = {"tracker": name, "metadata": {}, "artifacts": [], "sources": [], "error": None}
+        try:
+            with tracker_errors(name):
+                _, tracker = open_tracker(config, name)
+                entry["metadata"] = {key: str(value) for key, value in sorted(tracker.metadata(run_id).items())}
+                entry["artifacts"] = [{"name": a.name, "path": a.path, "metadata": dict(a.metadata or {})}
+                                      for _, a in sorted(tracker.artifacts(run_id).items())]
+                entry["sources"] = [{"run_id": s.source_run_id, "artifact_name": s.artifact_name}
+                                    for s in tracker.sources(run_id)]
+        except TorchSpecError as e:
+            entry["error"] = f"{e}" + (f" ({e.hint})" if getattr(e, "hint", None) else "")
+        out.append(entry)
+    return out

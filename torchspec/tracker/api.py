@@ -115,10 +115,13 @@ def _factory(name: str) -> Optional[object]:
             return ep.load()
     if ":" in name:
         module, _, attr = name.partition(":")
-        try:
-            return getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError):
-            return None
+        # TorchX's own trackers by their module path (torchx.tracker.mlflow:create_tracker) are ours
+        candidates = [module] + (["torchspec." + module[len("torchx."):]] if module.startswith("torchx.") else [])
+        for candidate in candidates:
+            try:
+                return getattr(importlib.import_module(candidate), attr)
+            except (ImportError, AttributeError):
+                continue
     return None
 
 

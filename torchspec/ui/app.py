@@ -161,7 +161,19 @@ async def app_page(board: Dashboard, request: Request) -> Response:
 
     return board.page("app.html", request, handle=handle, status=detail.status_data(handle, status),
                       spec_yaml=detail.spec_yaml(spec), links=detail.links(spec), changes=changes,
-                      provenance=summary(record) if record else "")
+                      provenance=summary(record) if record else "", tracked=await tracked(board, handle))
+
+
+#: How long the app page waits for the trackers (a tracking server that does not answer must not hold it).
+TRACKERS_WAIT_S = 15.0
+
+
+async def tracked(board: Dashboard, handle: str) -> List[Dict[str, Any]]:
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(detail.tracked, board.reader, handle), TRACKERS_WAIT_S)
+    except asyncio.TimeoutError:
+        return [{"tracker": "trackers", "metadata": {}, "artifacts": [], "sources": [],
+                 "error": f"no answer within {TRACKERS_WAIT_S:.0f} s"}]
 
 
 async def log_stream(board: Dashboard, request: Request) -> Response:

@@ -1,5 +1,5 @@
 """One app's page, as data: its roles and replicas, the spec that ran (secrets hidden), what changed in its
-file since, and the links its metadata declares.
+file since, the links its metadata declares, and what it recorded in the configured trackers.
 
 Everything here is read through the :class:`~torchspec.runner.Runner` the
 dashboard reads with, which never submits: its ``describe`` therefore comes
@@ -95,6 +95,14 @@ def is_web_url(text: str) -> bool:
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(parts.netloc) and not any(c in text for c in "\r\n\t ")
+
+
+def tracked(runner: "Runner", handle: str) -> List[Dict[str, Any]]:
+    """What the app recorded in each tracker of the runner's config (its run id is its handle): one entry
+    per tracker, with the error that kept one from being read (:func:`torchspec.runner.trackers.recorded`)."""
+    from torchspec.runner.trackers import recorded
+
+    return recorded(runner.config, handle)
 
 
 def spec_yaml(spec: Optional[Dict[str, Any]]) -> str:

@@ -1,0 +1,315 @@
+"""The MLflow tracker: each job is an MLflow run, named for the job's handle, in one experiment.
+
+Its config is the tracking URI, with the experiment after a ``#``::
+
+    [tracker.mlflow]
+    config = "http://mlflow.internal:5000#team-a"
+
+``TORCHSPEC_TRACKING_EXPERIMENT_NAME`` (or TorchX's
+``TORCHX_TRACKING_EXPERIMENT_NAME``) names another, as in TorchX; with
+neither, the experiment is ``torchspec``: one
+name that a job in a container and ``torchspec tracker`` on a laptop agree
+on (TorchX's default names the user and the host, which differ between
+the two, so the CLI would never find what the job recorded).  TorchX's own
+form, a folder holding a ``.torchxconfig`` with a ``[tracker:mlflow]``
+section (``tracking_uri``, ``experiment_name``, ``artifact_location``), is
+read too.
+
+What goes where in MLflow:
+
+- metadata: the run's tags (MLflow keeps text: a number comes back as its
+  text); the ``mlflow.*`` and ``torchspec.*`` tags are not metadata;
+- an artifact: a file or folder that exists here is uploaded into the
+  run's artifacts under its name (as TorchX does); any other path (an
+  ``s3://`` URL) is recorded as it is.  Either way a tag
+  ``torchspec.artifact.NAME`` keeps its path and metadata;
+- sources (the parent run, inputs): the tag ``torchspec.sources``, so the
+  lineage that TorchX's MLflow tracker refuses works here.
+
+Every replica of a job records to the same run.  Replicas that start at
+once may each create it; each then waits a second, keeps the oldest one
+and deletes its own if it lost, so one run remains without any
+coordination.  Only
+``mlflow-skinny`` (the ``mlflow`` extra) is needed, not the server.
+"""
+
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import json
+import os
+import re
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from torchspec.tracker.api import Lineage, TrackerArtifact, TrackerBase, TrackerSource
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from mlflow.entities import Run
+
+__all__ = ["EXPERIMENT_ENV", "MLflowTracker", "create", "create_tracker", "parse_config"]
+
+#: The experiment when the config names none: ours, then TorchX's variable.
+EXPERIMENT_ENV = ("TORCHSPEC_TRACKING_EXPERIMENT_NAME", "TORCHX_TRACKING_EXPERIMENT_NAME")
+DEFAULT_EXPERIMENT = "torchspec"
+#: How long a replica that made the job's run waits before it looks for the others' (once per job).
+SETTLE_S = 1.0
+_ARTIFACT_TAG = "torchspec.artifact."
+_SOURCES_TAG = "torchspec.sources"
+_HIDDEN = ("mlflow.", "torchspec.", "torchx.")
+#: What MLflow allows in a tag key (and so in an artifact's name, which is part of one).
+_KEY = re.compile(r"^[\w./\- ]+$")
+
+
+def _mlflow_client(tracking_uri: str) -> "MlflowClient":
+    try:
+        from mlflow import MlflowClient
+    except ImportError as e:
+        from torchspec.install import install_command
+
+        raise ValueError(f"the mlflow tracker needs the mlflow package: {install_command('mlflow')}") from e
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+class MLflowTracker(TrackerBase):
+    """A tracker recording each job as an MLflow run (named for its handle) of ``experiment_name``."""
+
+    def __init__(self, experiment_name: Optional[str] = None, tracking_uri: str = "http://127.0.0.1:5000",
+                 artifact_location: Optional[str] = None) -> None:
+        self.tracking_uri = tracking_uri
+        self.client = _mlflow_client(tracking_uri)
+        self.experiment_name = experiment_name or self.default_experiment_name()
+        self._artifact_location = artifact_location
+        self._experiment_id: Optional[str] = None
+        self._runs: Dict[str, str] = {}  # job id -> MLflow run id, once found or made
+        self._created: List[str] = []
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def default_experiment_name() -> str:
+        return next((os.environ[name] for name in EXPERIMENT_ENV if os.environ.get(name)), DEFAULT_EXPERIMENT)
+
+    # ----------------------------------------------------------------- the experiment and its runs
+
+    def experiment_id(self, create: bool = True) -> Optional[str]:
+        """The experiment's id, made on first use when ``create`` (a reader never makes one)."""
+        if self._experiment_id is None:
+            found = self.client.get_experiment_by_name(self.experiment_name)
+            if found is None and create:
+                from mlflow.exceptions import MlflowException
+
+                try:
+                    self.client.create_experiment(self.experiment_name, artifact_location=self._artifact_location)
+                except MlflowException:  # another replica made it first
+                    pass
+                found = self.client.get_experiment_by_name(self.experiment_name)
+            self._experiment_id = found.experiment_id if found is not None else None
+        return self._experiment_id
+
+    def _all_runs(self, filter_string: str = "") -> List["Run"]:
+        experiment = self.experiment_id(create=False)
+        if experiment is None:
+            return []
+        runs: List["Run"] = []
+        token = None
+        while True:
+            page = self.client.search_runs([experiment], filter_string, max_results=1000, page_token=token)
+            runs.extend(page)
+            token = page.token
+            if not token:
+                return runs
+
+    def _named(self, run_id: str) -> List["Run"]:
+        if "'" not in run_id and "\\" not in run_id:
+            return self._all_runs(f"attributes.run_name = '{run_id}'")
+        return [run for run in self._all_runs() if run.info.run_name == run_id]
+
+    @staticmethod
+    def _oldest(runs: List["Run"]) -> "Run":
+        return min(runs, key=lambda run: (run.info.start_time or 0, run.info.run_id))
+
+    def find_run(self, run_id: str) -> Optional["Run"]:
+        """The MLflow run of job ``run_id``, or None where the job recorded nothing."""
+        runs = self._named(run_id)
+        return self._oldest(runs) if runs else None
+
+    def mlflow_run_id(self, run_id: str) -> str:
+        """The id of job ``run_id``'s MLflow run, made on first use; replicas that made one each at once agree
+        on the oldest, and the others delete theirs."""
+        with self._lock:
+            if run_id in self._runs:
+                return self._runs[run_id]
+            found = self.find_run(run_id)
+            if found is None:
+                experiment = self.experiment_id()
+                assert experiment is not None
+                made = self.client.create_run(experiment, run_name=run_id)
+                time.sleep(SETTLE_S)  # every replica that made one at once now sees them all, and all agree
+                found = self.find_run(run_id) or made
+                if found.info.run_id != made.info.run_id:
+                    self.client.delete_run(made.info.run_id)
+                else:
+                    self._created.append(made.info.run_id)
+            self._runs[run_id] = found.info.run_id
+            return found.info.run_id
+
+    def _tags(self, run_id: str) -> Dict[str, str]:
+        run = self.find_run(run_id)
+        return dict(run.data.tags) if run is not None else {}
+
+    def close(self) -> None:
+        """Marks the runs this tracker made FINISHED (MLflow shows them RUNNING until then)."""
+        for made in self._created:
+            self.client.set_terminated(made)
+        self._created.clear()
+
+    # ----------------------------------------------------------------- metadata
+
+    def add_metadata(self, run_id: str, **kwargs: object) -> None:
+        from mlflow.entities import RunTag
+
+        tags = [RunTag(_checked_key(key, "metadata key"), value if isinstance(value, str) else json.dumps(value))
+                for key, value in kwargs.items()]
+        if tags:
+            self.client.log_batch(self.mlflow_run_id(run_id), tags=tags)
+
+    def metadata(self, run_id: str) -> Mapping[str, object]:
+        return {key: value for key, value in self._tags(run_id).items() if not key.startswith(_HIDDEN)}
+
+    # ----------------------------------------------------------------- artifacts
+
+    def add_artifact(self, run_id: str, name: str, path: str,
+                     metadata: Optional[Mapping[str, object]] = None) -> None:
+        _checked_key(name, "artifact name")
+        mlflow_run = self.mlflow_run_id(run_id)
+        uploaded = os.path.exists(path)
+        if os.path.isdir(path):
+            self.client.log_artifacts(mlflow_run, path, artifact_path=name)
+        elif uploaded:
+            self.client.log_artifact(mlflow_run, path, artifact_path=name)
+        record = {"path": path, "uploaded": uploaded, "metadata": dict(metadata) if metadata is not None else None}
+        self.client.set_tag(mlflow_run, _ARTIFACT_TAG + name, json.dumps(record, default=str))
+
+    def artifacts(self, run_id: str) -> Mapping[str, TrackerArtifact]:
+        run = self.find_run(run_id)
+        if run is None:
+            return {}
+        found = {}
+        for key, value in sorted(run.data.tags.items()):
+            if not key.startswith(_ARTIFACT_TAG):
+                continue
+            name, record = key[len(_ARTIFACT_TAG):], json.loads(value)
+            where = f"{run.info.artifact_uri}/{name}" if record.get("uploaded") else record["path"]
+            found[name] = TrackerArtifact(name, where, record.get("metadata"))
+        return found
+
+    # ----------------------------------------------------------------- lineage
+
+    def add_source(self, run_id: str, source_id: str, artifact_name: Optional[str] = None) -> None:
+        mlflow_run = self.mlflow_run_id(run_id)
+        found = _sources(self.client.get_run(mlflow_run).data.tags)
+        entry = {"source_run_id": source_id, "artifact_name": artifact_name}
+        if entry not in found:
+            self.client.set_tag(mlflow_run, _SOURCES_TAG, json.dumps([*found, entry]))
+
+    def sources(self, run_id: str, artifact_name: Optional[str] = None) -> Iterable[TrackerSource]:
+        return [TrackerSource(s["source_run_id"], s.get("artifact_name")) for s in _sources(self._tags(run_id))
+                if artifact_name is None or s.get("artifact_name") == artifact_name]
+
+    def run_ids(self, **kwargs: str) -> Iterable[str]:
+        parent = kwargs.get("parent_run_id")
+        names = []
+        for run in sorted(self._all_runs(), key=lambda run: (run.info.start_time or 0, run.info.run_id)):
+            if parent is not None and all(s["source_run_id"] != parent for s in _sources(run.data.tags)):
+                continue
+            if run.info.run_name not in names:
+                names.append(run.info.run_name)
+        return names
+
+    def lineage(self, run_id: str) -> Lineage:
+        return Lineage(run_id, list(self.sources(run_id)), list(self.run_ids(parent_run_id=run_id)))
+
+    # ----------------------------------------------------------------- TorchX's extra
+
+    def log_params_flat(self, run_name: str, cfg: Any, key: str = "") -> None:
+        """Logs ``cfg`` (a dataclass, mapping or sequence, nested) as the run's MLflow params, flattened as
+        TorchX's MLflowTracker does: ``a.b`` for nesting, ``a._0.b`` for the items of a sequence of
+        containers, a sequence of plain values as one param."""
+        mlflow_run = self.mlflow_run_id(run_name)
+        for param, value in _flatten(cfg, key):
+            self.client.log_param(mlflow_run, param, value)
+
+
+def _checked_key(key: str, what: str) -> str:
+    if not _KEY.match(key) or len(key) > 200:
+        raise ValueError(f"the mlflow tracker's {what} {key!r} must be letters, digits, '_', '.', '-', '/' and"
+                         " spaces, 200 at most (MLflow keeps it in a tag's name)")
+    return key
+
+
+def _sources(tags: Mapping[str, str]) -> List[Dict[str, Optional[str]]]:
+    try:
+        found = json.loads(tags.get(_SOURCES_TAG, "[]"))
+    except ValueError:
+        return []
+    return found if isinstance(found, list) else []
+
+
+def _plain(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool))
+
+
+def _flatten(cfg: Any, key: str) -> List[Tuple[str, Any]]:
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        cfg = dataclasses.asdict(cfg)
+    prefix = f"{key}." if key else ""
+    if not cfg:
+        return [(key, cfg)]
+    if isinstance(cfg, Mapping):
+        out: List[Tuple[str, Any]] = []
+        for k, v in cfg.items():
+            out.extend([(f"{prefix}{k}", v)] if _plain(v) else _flatten(v, f"{prefix}{k}"))
+        return out
+    if isinstance(cfg, (list, tuple, set)):
+        if _plain(next(iter(cfg))):
+            return [(key, list(cfg) if isinstance(cfg, set) else cfg)]
+        return [pair for i, item in enumerate(cfg) for pair in _flatten(item, f"{prefix}_{i}")]
+    return [(key, cfg)]
+
+
+def parse_config(config: str) -> Dict[str, Optional[str]]:
+    """The tracker's arguments from its config: ``URI[#EXPERIMENT]``, or a folder holding TorchX's
+    ``.torchxconfig`` (its ``[tracker:mlflow]`` section)."""
+    if os.path.isdir(config):
+        parser = configparser.ConfigParser()
+        parser.read(os.path.join(config, ".torchxconfig"))
+        section = dict(parser["tracker:mlflow"]) if parser.has_section("tracker:mlflow") else {}
+        section.pop("config", None)  # TorchX keeps that key for itself
+        unknown = set(section) - {"tracking_uri", "experiment_name", "artifact_location"}
+        if unknown:
+            raise ValueError(f"{os.path.join(config, '.torchxconfig')} [tracker:mlflow]: unknown key(s)"
+                             f" {', '.join(sorted(unknown))} (tracking_uri, experiment_name, artifact_location)")
+        if "tracking_uri" not in section:
+            raise ValueError(f"{os.path.join(config, '.torchxconfig')} has no [tracker:mlflow] tracking_uri")
+        return {"tracking_uri": section["tracking_uri"], "experiment_name": section.get("experiment_name"),
+                "artifact_location": section.get("artifact_location")}
+    uri, _, experiment = config.partition("#")
+    return {"tracking_uri": uri, "experiment_name": experiment or None, "artifact_location": None}
+
+
+def create(config: Optional[str]) -> MLflowTracker:
+    """The entry point's factory (the tracker named ``mlflow``)."""
+    if not config:
+        raise ValueError("the mlflow tracker needs a tracking URI as its config, e.g. [tracker.mlflow]"
+                         ' config = "http://mlflow.internal:5000#my-experiment"')
+    args = parse_config(config)
+    from_env = next((os.environ[name] for name in EXPERIMENT_ENV if os.environ.get(name)), None)
+    return MLflowTracker(experiment_name=from_env or args["experiment_name"],
+                         tracking_uri=str(args["tracking_uri"]), artifact_location=args["artifact_location"])
+
+
+#: TorchX's name for the factory.
+create_tracker = create
