@@ -127,6 +127,25 @@ def test_replicas_that_start_at_once_record_to_one_run(server: str) -> None:
     assert len(reader._named(run)) == 1  # the losers deleted theirs
 
 
+def test_get_run_makes_it_mlflows_active_run_as_in_torchx(server: str) -> None:
+    import mlflow
+
+    tracker = create(experiment(server))
+    try:
+        run = tracker.get_run("local://s/m-1")
+        mlflow.log_metric("loss", 0.5)  # TorchX's users log through MLflow's own API once the run is active
+        assert tracker.get_run_id("local://s/m-1") == run.info.run_id
+        assert tracker.client.get_run(run.info.run_id).data.metrics == {"loss": 0.5}
+        assert tracker.experiment_id == run.info.experiment_id and tracker.experiment.name == tracker.experiment_name
+        assert tracker.artifact_location
+        with pytest.raises(RuntimeError, match="one job's id only"):
+            tracker.get_run("local://s/another-2")
+    finally:
+        tracker.close()
+    assert mlflow.active_run() is None
+    assert tracker.client.get_run(run.info.run_id).info.status == "FINISHED"
+
+
 def test_log_params_flat_as_torchx(server: str) -> None:
     tracker = create(experiment(server))
     tracker.log_params_flat("local://s/p-1", {"i": 1, "l": ["a", "b"], "nested": {"f": 2.5},

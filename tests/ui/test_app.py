@@ -205,3 +205,28 @@ def test_no_value_env_read_is_ever_sent(home: pathlib.Path, tmp_path: pathlib.Pa
         with get_runner() as runner:
             for app in runner.list("local"):
                 runner.cancel(app.app_handle)
+
+
+def test_a_sweep_is_one_line_and_its_id_filters_the_apps(home: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    sweep, handles = support.submit_sweep(tmp_path, home, "1,2,3", "echo x={{ x }}")
+    alone = support.submit(support.write_spec(tmp_path, "alone", "echo alone"), home)
+    from torchspec.runner import get_runner
+
+    with get_runner() as runner:
+        for handle in [*handles, alone]:
+            runner.wait(handle, wait_interval=0.1, timeout=120)
+    with logged_in(client()) as c:
+        rows = {a["handle"]: a for s in c.get("/api/apps").json()["schedulers"] for a in s["apps"]}
+        assert [rows[h]["sweep"] for h in handles] == [sweep] * 3 and rows[alone]["sweep"] == ""
+        page = c.get("/").text
+        assert f'data-sweep="{sweep}">sweep {sweep}: 3 apps (3 SUCCEEDED)</button>' in page, page
+        assert f'value="{sweep}"' in c.get(f"/?sweep={sweep}").text  # a link to a sweep opens it filtered
+
+
+def test_the_sweep_lines_count_each_sweeps_apps_by_state() -> None:
+    from torchspec.ui.listing import sweeps
+
+    rows = [{"sweep": "a", "state": "RUNNING"}, {"sweep": "", "state": "FAILED"}, {"sweep": "b", "state": "FAILED"},
+            {"sweep": "a", "state": "SUCCEEDED"}, {"sweep": "a", "state": "RUNNING"}]
+    assert sweeps(rows) == [{"id": "a", "count": 3, "states": "2 RUNNING, 1 SUCCEEDED"},
+                            {"id": "b", "count": 1, "states": "1 FAILED"}]

@@ -161,3 +161,25 @@ def test_live_state_logs_and_cancel(server: str, browser: object, home: pathlib.
     alert.accept()
     wait_for(lambda: d.find_element(By.ID, "app-state").text == "CANCELLED",
              what=f"CANCELLED: {d.find_element(By.TAG_NAME, 'main').text[:300]}")  # type: ignore[attr-defined]
+
+
+def test_a_click_on_a_sweep_shows_its_apps_alone(server: str, browser: object, home: pathlib.Path,
+                                                  tmp_path: pathlib.Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    sweep, handles = support.submit_sweep(tmp_path, home, "1,2", "echo x={{ x }}")
+    other = support.submit(support.write_spec(tmp_path, "other", "echo other"), home)
+    d.get(server)  # type: ignore[attr-defined]
+
+    def shown() -> list:
+        return [row.find_element(By.TAG_NAME, "a").text
+                for row in d.find_elements(By.CSS_SELECTOR, "#apps tr")]  # type: ignore[attr-defined]
+
+    wait_for(lambda: set(handles + [other]) <= set(shown()), what="every app listed")
+    line = f'#sweeps button[data-sweep="{sweep}"]'
+    button = wait_for(lambda: d.find_element(By.CSS_SELECTOR, line), what="the sweep's line")  # type: ignore[attr-defined]
+    assert f"sweep {sweep}: 2 apps" in button.text
+    button.click()
+    wait_for(lambda: sorted(shown()) == sorted(handles), what="the sweep's apps alone")
+    assert d.find_element(By.ID, "filter").get_attribute("value") == sweep  # type: ignore[attr-defined]

@@ -67,3 +67,15 @@ def write_spec(folder: pathlib.Path, name: str, script: str, metadata: str = "",
                     f"    args: [\"-c\", {json.dumps(script)}]\n{env}")
     return path
 
+
+
+def submit_sweep(folder: pathlib.Path, home: pathlib.Path, values: str, script: str) -> "tuple[str, List[str]]":
+    """``torchspec submit SPEC -s local --sweep x=VALUES`` of a spec running ``sh -c SCRIPT`` (``{{ x }}`` in
+    it is the point's value): (the sweep's id, its handles)."""
+    spec = folder / "swept.yaml"
+    spec.write_text("params:\n  x: {type: string}\nname: swept\nroles:\n  - name: main\n"
+                    f"    image: {folder}\n    entrypoint: sh\n    args: [\"-c\", {json.dumps(script)}]\n")
+    done = subprocess.run([sys.executable, "-m", "torchspec", "submit", str(spec), "-s", "local", "--sweep",
+                           f"x={values}"], capture_output=True, text=True, env=cli_env(home), cwd=folder, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stderr.split()[1].rstrip(":"), done.stdout.split()

@@ -42,13 +42,15 @@ import os
 import re
 import threading
 import time
+from pathlib import Path
+from tempfile import gettempdir
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from torchspec.tracker.api import Lineage, TrackerArtifact, TrackerBase, TrackerSource
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
-    from mlflow.entities import Run
+    from mlflow.entities import Experiment, Run
 
 __all__ = ["EXPERIMENT_ENV", "MLflowTracker", "create", "create_tracker", "parse_config"]
 
@@ -77,13 +79,14 @@ def _mlflow_client(tracking_uri: str) -> "MlflowClient":
 class MLflowTracker(TrackerBase):
     """A tracker recording each job as an MLflow run (named for its handle) of ``experiment_name``."""
 
-    def __init__(self, experiment_name: Optional[str] = None, tracking_uri: str = "http://127.0.0.1:5000",
+    def __init__(self, experiment_name: Optional[str] = None,
+                 tracking_uri: str = f"file://{Path(gettempdir()) / 'torchspec' / 'mlruns'}",
                  artifact_location: Optional[str] = None) -> None:
         self.tracking_uri = tracking_uri
         self.client = _mlflow_client(tracking_uri)
         self.experiment_name = experiment_name or self.default_experiment_name()
         self._artifact_location = artifact_location
-        self._experiment_id: Optional[str] = None
+        self._found_experiment: Optional["Experiment"] = None
         self._runs: Dict[str, str] = {}  # job id -> MLflow run id, once found or made
         self._created: List[str] = []
         self._lock = threading.Lock()
@@ -94,9 +97,9 @@ class MLflowTracker(TrackerBase):
 
     # ----------------------------------------------------------------- the experiment and its runs
 
-    def experiment_id(self, create: bool = True) -> Optional[str]:
-        """The experiment's id, made on first use when ``create`` (a reader never makes one)."""
-        if self._experiment_id is None:
+    def _experiment(self, create: bool) -> Optional["Experiment"]:
+        """The experiment, made on first use when ``create`` (a reader never makes one)."""
+        if self._found_experiment is None:
             found = self.client.get_experiment_by_name(self.experiment_name)
             if found is None and create:
                 from mlflow.exceptions import MlflowException
@@ -106,13 +109,29 @@ class MLflowTracker(TrackerBase):
                 except MlflowException:  # another replica made it first
                     pass
                 found = self.client.get_experiment_by_name(self.experiment_name)
-            self._experiment_id = found.experiment_id if found is not None else None
-        return self._experiment_id
+            self._found_experiment = found
+        return self._found_experiment
+
+    @property
+    def experiment(self) -> "Experiment":
+        """The MLflow experiment (made on first use), as TorchX's ``MLflowTracker.experiment``."""
+        found = self._experiment(create=True)
+        assert found is not None
+        return found
+
+    @property
+    def experiment_id(self) -> str:
+        return str(self.experiment.experiment_id)
+
+    @property
+    def artifact_location(self) -> str:
+        return str(self.experiment.artifact_location)
 
     def _all_runs(self, filter_string: str = "") -> List["Run"]:
-        experiment = self.experiment_id(create=False)
-        if experiment is None:
+        found = self._experiment(create=False)
+        if found is None:
             return []
+        experiment = found.experiment_id
         runs: List["Run"] = []
         token = None
         while True:
@@ -144,9 +163,7 @@ class MLflowTracker(TrackerBase):
                 return self._runs[run_id]
             found = self.find_run(run_id)
             if found is None:
-                experiment = self.experiment_id()
-                assert experiment is not None
-                made = self.client.create_run(experiment, run_name=run_id)
+                made = self.client.create_run(self.experiment_id, run_name=run_id)
                 time.sleep(SETTLE_S)  # every replica that made one at once now sees them all, and all agree
                 found = self.find_run(run_id) or made
                 if found.info.run_id != made.info.run_id:
@@ -160,8 +177,32 @@ class MLflowTracker(TrackerBase):
         run = self.find_run(run_id)
         return dict(run.data.tags) if run is not None else {}
 
+    def get_run(self, run_name: str) -> "Run":
+        """Job ``run_name``'s MLflow run (made on first use), which also becomes MLflow's active run in this
+        process, as in TorchX: ``mlflow.log_metric(...)`` after it records to the job's run."""
+        import mlflow
+
+        run_id = self.mlflow_run_id(run_name)
+        active = mlflow.active_run()
+        if active is None:
+            mlflow.set_tracking_uri(self.tracking_uri)
+            mlflow.start_run(run_id=run_id)
+        elif active.info.run_id != run_id:
+            raise RuntimeError(f"MLflow's active run in this process is {active.info.run_id}, not job {run_name}'s"
+                               f" ({run_id}): call get_run with one job's id only, as in TorchX")
+        return self.client.get_run(run_id)
+
+    def get_run_id(self, run_name: str) -> str:
+        """The MLflow id of job ``run_name``'s run, made MLflow's active run (:meth:`get_run`)."""
+        return str(self.get_run(run_name).info.run_id)
+
     def close(self) -> None:
-        """Marks the runs this tracker made FINISHED (MLflow shows them RUNNING until then)."""
+        """Ends MLflow's active run and marks the runs this tracker made FINISHED (MLflow shows them RUNNING
+        until then)."""
+        import mlflow
+
+        if mlflow.active_run() is not None:
+            mlflow.end_run()
         for made in self._created:
             self.client.set_terminated(made)
         self._created.clear()

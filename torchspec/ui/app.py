@@ -22,7 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from torchspec.ui import detail, logs, security
-from torchspec.ui.listing import Listing, error_text
+from torchspec.ui.listing import Listing, error_text, sweeps
 
 if TYPE_CHECKING:
     from torchspec.runner import Runner
@@ -137,7 +137,8 @@ async def apps_page(board: Dashboard, request: Request) -> Response:
     found = await board.listing.all()
     states = sorted({row["state"] for entry in found for row in entry.apps})
     return board.page("apps.html", request, schedulers=found, states=states,
-                      all_states=[s for s in _STATE_ORDER])
+                      all_states=[s for s in _STATE_ORDER], sweeps=sweeps([r for entry in found for r in entry.apps]),
+                      initial_filter=request.query_params.get("sweep", ""))
 
 
 async def apps_api(board: Dashboard, request: Request) -> Response:

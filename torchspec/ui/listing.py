@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
+from torchspec.runner.sweep import SWEEP_LABEL
+
 if TYPE_CHECKING:
     from torchspec.runner import Runner
     from torchspec.schedulers.api import ListAppResponse
@@ -117,7 +119,20 @@ def app_row(scheduler: str, app: "ListAppResponse", record: Optional[Dict[str, A
             "scheduler": scheduler, "state": app.state.name,
             "age": age_text(now - submitted) if submitted is not None else "",
             "submitted_at": record.get("submitted_at") or "", "user": record.get("user") or "",
-            "provenance": provenance_text(record)}
+            "provenance": provenance_text(record), "sweep": (getattr(app, "labels", None) or {}).get(SWEEP_LABEL, "")}
+
+
+def sweeps(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The sweeps among ``rows``, each as ``{"id", "count", "states"}`` (``states``: ``"4 SUCCEEDED, 2
+    RUNNING"``), in the order their first app comes: the apps page groups a sweep's apps under one line."""
+    found: Dict[str, Dict[str, int]] = {}
+    for row in rows:
+        if row.get("sweep"):
+            counts = found.setdefault(row["sweep"], {})
+            counts[row["state"]] = counts.get(row["state"], 0) + 1
+    return [{"id": sweep, "count": sum(counts.values()),
+             "states": ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: -kv[1]))}
+            for sweep, counts in found.items()]
 
 
 def provenance_text(record: Dict[str, Any]) -> str:

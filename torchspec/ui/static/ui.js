@@ -20,6 +20,7 @@ function appsPage() {
   const body = document.getElementById("apps");
   const filter = document.getElementById("filter");
   const stateFilter = document.getElementById("state-filter");
+  const sweepsBox = document.getElementById("sweeps");
   let rows = [];
 
   function render() {
@@ -28,7 +29,7 @@ function appsPage() {
     const fragment = document.createDocumentFragment();
     let shown = 0;
     for (const a of rows) {
-      const hay = [a.handle, a.name, a.scheduler, a.user, a.provenance, a.state].join(" ").toLowerCase();
+      const hay = [a.handle, a.name, a.scheduler, a.user, a.provenance, a.state, a.sweep].join(" ").toLowerCase();
       if ((state && a.state !== state) || (text && !hay.includes(text))) continue;
       const tr = document.createElement("tr");
       tr.dataset.state = a.state;
@@ -37,12 +38,37 @@ function appsPage() {
       link.textContent = a.handle;
       cell(tr, "").appendChild(link);
       cell(tr, a.name); cell(tr, a.scheduler); stateCell(tr, a.state);
-      cell(tr, a.age); cell(tr, a.user); cell(tr, a.provenance);
+      cell(tr, a.age); cell(tr, a.user); cell(tr, a.provenance); cell(tr, a.sweep);
       fragment.appendChild(tr);
       shown++;
     }
     body.replaceChildren(fragment);
     document.getElementById("count").textContent = shown + " of " + rows.length + " apps";
+    renderSweeps();
+  }
+
+  // one line per sweep: its apps by state; a click shows its apps alone
+  function renderSweeps() {
+    const counts = new Map();
+    for (const a of rows) {
+      if (!a.sweep) continue;
+      if (!counts.has(a.sweep)) counts.set(a.sweep, new Map());
+      const byState = counts.get(a.sweep);
+      byState.set(a.state, (byState.get(a.state) || 0) + 1);
+    }
+    const fragment = document.createDocumentFragment();
+    for (const [sweep, byState] of counts) {
+      let total = 0;
+      for (const n of byState.values()) total += n;
+      const states = Array.from(byState).sort((x, y) => y[1] - x[1]).map(([s, n]) => n + " " + s).join(", ");
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "sweep";
+      button.dataset.sweep = sweep;
+      button.textContent = "sweep " + sweep + ": " + total + " apps (" + states + ")";
+      fragment.appendChild(button);
+    }
+    sweepsBox.replaceChildren(fragment);
   }
 
   function showErrors(schedulers) {
@@ -71,6 +97,10 @@ function appsPage() {
 
   filter.addEventListener("input", render);
   stateFilter.addEventListener("change", render);
+  sweepsBox.addEventListener("click", (e) => {
+    const button = e.target.closest("button.sweep");
+    if (button) { filter.value = button.dataset.sweep; render(); }
+  });
   poll();
 }
 
