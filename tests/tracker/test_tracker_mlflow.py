@@ -95,10 +95,11 @@ def test_metadata_artifacts_and_sources_round_trip(server: str, tmp_path: pathli
     assert tracker.metadata(run) == {"lr": "0.1", "name": "resnet", "epochs": "3"}  # MLflow keeps text
     found = tracker.artifacts(run)
     assert found["data"] == TrackerArtifact("data", "s3://bucket/data", None)
-    assert found["model"].metadata == {"format": "torchscript"}
-    assert found["model"].path.endswith("/artifacts/model") and found["ckpt"].path.endswith("/artifacts/ckpt")
+    assert found["model"].metadata == {"format": "torchscript", "mlflow.file_size": 7}
     mlflow_run = tracker.find_run(run)
     assert mlflow_run is not None
+    assert found["model"].path == f"{mlflow_run.info.artifact_uri}/model/model.pt"  # where the file is
+    assert found["ckpt"].path == f"{mlflow_run.info.artifact_uri}/ckpt/step-10"
     downloaded = tracker.client.download_artifacts(mlflow_run.info.run_id, "model", str(tmp_path / "dl"))
     assert pathlib.Path(downloaded, "model.pt").read_bytes() == b"weights"
     assert list(tracker.sources(run)) == [TrackerSource(parent, "dataset")]
@@ -192,7 +193,8 @@ def test_a_local_job_records_and_the_cli_and_dashboard_read_it_back(server: str,
     assert cli("tracker", "list", "jobs").stdout.split() == [handle]
     assert cli("tracker", "list", "metadata", handle).stdout.splitlines() == ["epochs = 2", "lr = 0.1"]
     artifacts = json.loads(cli("tracker", "list", "artifacts", "-o", "json", handle).stdout)
-    assert list(artifacts) == ["model"] and artifacts["model"]["metadata"] == {"format": "torchscript"}
+    assert list(artifacts) == ["model"]
+    assert artifacts["model"]["metadata"] == {"format": "torchscript", "mlflow.file_size": 7}
     assert artifacts["model"]["path"].startswith("mlflow-artifacts:/")
 
     tracked = tracker_support.tracked_section(handle, tmp_path, tmp_path / "home")

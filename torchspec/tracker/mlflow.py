@@ -17,12 +17,16 @@ read too.
 
 What goes where in MLflow:
 
-- metadata: the run's tags (MLflow keeps text: a number comes back as its
-  text); the ``mlflow.*`` and ``torchspec.*`` tags are not metadata;
+- metadata: the run's tags, as ``str()`` writes them (MLflow keeps text:
+  ``0.1`` comes back as ``"0.1"``, as in TorchX); the ``mlflow.*``,
+  ``torchx.*`` and ``torchspec.*`` tags are not metadata;
 - an artifact: a file or folder that exists here is uploaded into the
-  run's artifacts under its name (as TorchX does); any other path (an
-  ``s3://`` URL) is recorded as it is.  Either way a tag
-  ``torchspec.artifact.NAME`` keeps its path and metadata;
+  run's artifacts under its name, its metadata in tags
+  ``torchx.artifact.metadata.NAME.KEY`` (TorchX's layout: each reads what
+  the other wrote); any other path (an ``s3://`` URL) is recorded as it is,
+  in the tag ``torchspec.artifact.NAME``.  An artifact's path is where the
+  file is in the run's artifacts (TorchX gives the experiment's artifact
+  folder joined with the name, where no file is);
 - sources (the parent run, inputs): the tag ``torchspec.sources``, so the
   lineage that TorchX's MLflow tracker refuses works here.
 
@@ -60,6 +64,8 @@ DEFAULT_EXPERIMENT = "torchspec"
 #: How long a replica that made the job's run waits before it looks for the others' (once per job).
 SETTLE_S = 1.0
 _ARTIFACT_TAG = "torchspec.artifact."
+#: An artifact's metadata, one tag per key, as TorchX's MLflowTracker writes it.
+_METADATA_TAG = "torchx.artifact.metadata."
 _SOURCES_TAG = "torchspec.sources"
 _HIDDEN = ("mlflow.", "torchspec.", "torchx.")
 #: What MLflow allows in a tag key (and so in an artifact's name, which is part of one).
@@ -151,9 +157,21 @@ class MLflowTracker(TrackerBase):
         return min(runs, key=lambda run: (run.info.start_time or 0, run.info.run_id))
 
     def find_run(self, run_id: str) -> Optional["Run"]:
-        """The MLflow run of job ``run_id``, or None where the job recorded nothing."""
+        """The MLflow run of job ``run_id``, or None where the job recorded nothing.
+
+        Raises:
+            RuntimeError: the experiment holds several runs of that name, and still does a moment later (so
+                not replicas that each just made one, which settle on one by then), as TorchX says.
+        """
         runs = self._named(run_id)
-        return self._oldest(runs) if runs else None
+        if len(runs) > 1:
+            time.sleep(2 * SETTLE_S)
+            runs = self._named(run_id)
+            if len(runs) > 1:
+                raise RuntimeError(f"More than 1 run found for run_name `{run_id}` in experiment"
+                                   f" `{self.experiment_name}`. Did you manually create runs with the same name under"
+                                   " this experiment? Remove duplicate run names and try again")
+        return runs[0] if runs else None
 
     def mlflow_run_id(self, run_id: str) -> str:
         """The id of job ``run_id``'s MLflow run, made on first use; replicas that made one each at once agree
@@ -165,7 +183,7 @@ class MLflowTracker(TrackerBase):
             if found is None:
                 made = self.client.create_run(self.experiment_id, run_name=run_id)
                 time.sleep(SETTLE_S)  # every replica that made one at once now sees them all, and all agree
-                found = self.find_run(run_id) or made
+                found = self._oldest(self._named(run_id) or [made])
                 if found.info.run_id != made.info.run_id:
                     self.client.delete_run(made.info.run_id)
                 else:
@@ -212,8 +230,7 @@ class MLflowTracker(TrackerBase):
     def add_metadata(self, run_id: str, **kwargs: object) -> None:
         from mlflow.entities import RunTag
 
-        tags = [RunTag(_checked_key(key, "metadata key"), value if isinstance(value, str) else json.dumps(value))
-                for key, value in kwargs.items()]
+        tags = [RunTag(_checked_key(key, "metadata key"), str(value)) for key, value in kwargs.items()]
         if tags:
             self.client.log_batch(self.mlflow_run_id(run_id), tags=tags)
 
@@ -224,27 +241,52 @@ class MLflowTracker(TrackerBase):
 
     def add_artifact(self, run_id: str, name: str, path: str,
                      metadata: Optional[Mapping[str, object]] = None) -> None:
+        """Uploads the file or folder at ``path`` into the run's artifacts under ``name``, its metadata as tags
+        ``torchx.artifact.metadata.NAME.KEY`` (TorchX's layout, so each reads what the other wrote); a path that
+        is not here (an ``s3://`` URL) is recorded as it is, in the tag ``torchspec.artifact.NAME``."""
+        from mlflow.entities import RunTag
+
         _checked_key(name, "artifact name")
         mlflow_run = self.mlflow_run_id(run_id)
-        uploaded = os.path.exists(path)
         if os.path.isdir(path):
             self.client.log_artifacts(mlflow_run, path, artifact_path=name)
-        elif uploaded:
+        elif os.path.exists(path):
             self.client.log_artifact(mlflow_run, path, artifact_path=name)
-        record = {"path": path, "uploaded": uploaded, "metadata": dict(metadata) if metadata is not None else None}
-        self.client.set_tag(mlflow_run, _ARTIFACT_TAG + name, json.dumps(record, default=str))
+        tags = [RunTag(_checked_key(f"{_METADATA_TAG}{name}.{key}", "artifact metadata key"), str(value))
+                for key, value in (metadata or {}).items()]
+        if not os.path.exists(path):
+            tags.append(RunTag(_ARTIFACT_TAG + name, path))
+        if tags:
+            self.client.log_batch(mlflow_run, tags=tags)
 
     def artifacts(self, run_id: str) -> Mapping[str, TrackerArtifact]:
+        """Every artifact of the run: each uploaded one at its place in the run's artifacts (a name with one
+        file is that file, with several their folder), with its metadata (text, as MLflow keeps it) and
+        ``mlflow.file_size``; each recorded one at its own path."""
         run = self.find_run(run_id)
         if run is None:
             return {}
+        tags = run.data.tags
+        files: Dict[str, List[Any]] = {}
+
+        def walk(path: Optional[str] = None) -> None:
+            for info in self.client.list_artifacts(run.info.run_id, path):
+                if info.is_dir:
+                    walk(info.path)
+                elif path:  # uploaded under a name: the folder it is in
+                    files.setdefault(path, []).append(info)
+
+        walk()
         found = {}
-        for key, value in sorted(run.data.tags.items()):
-            if not key.startswith(_ARTIFACT_TAG):
-                continue
-            name, record = key[len(_ARTIFACT_TAG):], json.loads(value)
-            where = f"{run.info.artifact_uri}/{name}" if record.get("uploaded") else record["path"]
-            found[name] = TrackerArtifact(name, where, record.get("metadata"))
+        for name, infos in sorted(files.items()):
+            where = infos[0].path if len(infos) == 1 else name
+            meta: Dict[str, object] = dict(_artifact_metadata(tags, name))
+            meta["mlflow.file_size"] = sum(info.file_size or 0 for info in infos)
+            found[name] = TrackerArtifact(name, f"{run.info.artifact_uri}/{where}", meta)
+        for key, value in sorted(tags.items()):
+            if key.startswith(_ARTIFACT_TAG):
+                name = key[len(_ARTIFACT_TAG):]
+                found[name] = TrackerArtifact(name, value, dict(_artifact_metadata(tags, name)) or None)
         return found
 
     # ----------------------------------------------------------------- lineage
@@ -289,6 +331,11 @@ def _checked_key(key: str, what: str) -> str:
         raise ValueError(f"the mlflow tracker's {what} {key!r} must be letters, digits, '_', '.', '-', '/' and"
                          " spaces, 200 at most (MLflow keeps it in a tag's name)")
     return key
+
+
+def _artifact_metadata(tags: Mapping[str, str], name: str) -> Dict[str, str]:
+    prefix = f"{_METADATA_TAG}{name}."
+    return {key[len(prefix):]: value for key, value in tags.items() if key.startswith(prefix)}
 
 
 def _sources(tags: Mapping[str, str]) -> List[Dict[str, Optional[str]]]:
