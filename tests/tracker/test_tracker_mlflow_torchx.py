@@ -94,6 +94,18 @@ def test_get_run_return_existing_run(tracker: MLflowTracker) -> None:
     assert tracker.get_run("run1").info.run_id == existing.info.run_id
 
 
+def test_in_a_job_the_jobs_run_is_mlflows_active_run_from_the_start(tmp_path: pathlib.Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHX_JOB_ID", "local://torchspec/train-x1")  # as the runner sets it in every role
+    tracker = MLflowTracker(experiment_name="in-a-job", tracking_uri=str(tmp_path / "experiments"))
+    try:
+        mlflow.log_metric("loss", 0.25)  # TorchX's users log through MLflow's own API, nothing else called
+    finally:
+        tracker.close()
+    run = tracker.find_run("local://torchspec/train-x1")
+    assert run is not None and run.data.metrics == {"loss": 0.25} and run.info.status == "FINISHED"
+
+
 def test_metadata(tracker: MLflowTracker) -> None:
     tracker.add_metadata("test_run_1", foo="bar", bar="baz", baz=1)
     metadata = tracker.metadata("test_run_1")

@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Dict, Iterable, List, Mapping, Optional
 
-__all__ = ["AppRun", "AppRunTrackableSource", "ENV_TRACKERS", "Lineage", "TrackerArtifact", "TrackerBase",
+__all__ = ["AppRun", "AppRunTrackableSource", "ENV_JOB_ID", "ENV_TRACKERS", "Lineage", "TrackerArtifact",
+           "TrackerBase",
            "TrackerSource", "app_run_from_env", "build_trackers", "tracker_config_env_var_name",
            "trackers_from_environ"]
 
 #: The trackers of a job, comma-separated: ours, then TorchX's name.
 ENV_TRACKERS = ("TORCHSPEC_TRACKERS", "TORCHX_TRACKERS")
-_JOB_ID = ("TORCHSPEC_JOB_ID", "TORCHX_JOB_ID")
+#: The job id (its app handle) in a job: ours, then TorchX's name.
+ENV_JOB_ID = ("TORCHSPEC_JOB_ID", "TORCHX_JOB_ID")
 _PARENT_RUN_ID = ("TORCHSPEC_PARENT_RUN_ID", "TORCHX_PARENT_RUN_ID")
 #: The entry-point group trackers register in (TorchX's ``torchx.tracker`` is read after it).
 GROUP = "torchspec.tracker"
@@ -165,7 +167,7 @@ class AppRun:
     @lru_cache(maxsize=1)
     def run_from_env() -> "AppRun":
         """This job's run, its trackers built once per process, its parent run recorded as its source."""
-        run_id = _first(_JOB_ID) or "<UNDEFINED>"
+        run_id = _first(ENV_JOB_ID) or "<UNDEFINED>"
         trackers = trackers_from_environ()
         parent = _first(_PARENT_RUN_ID)
         if parent:

@@ -50,7 +50,7 @@ from pathlib import Path
 from tempfile import gettempdir
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from torchspec.tracker.api import Lineage, TrackerArtifact, TrackerBase, TrackerSource
+from torchspec.tracker.api import ENV_JOB_ID, Lineage, TrackerArtifact, TrackerBase, TrackerSource
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -96,6 +96,11 @@ class MLflowTracker(TrackerBase):
         self._runs: Dict[str, str] = {}  # job id -> MLflow run id, once found or made
         self._created: List[str] = []
         self._lock = threading.Lock()
+        # in a job, its run is made (or found) now and becomes MLflow's active run, as TorchX's tracker does:
+        # the job's own mlflow.log_metric(...) calls then record to it
+        job = next((os.environ[name] for name in ENV_JOB_ID if os.environ.get(name)), None)
+        if job:
+            self.get_run(job)
 
     @staticmethod
     def default_experiment_name() -> str:
@@ -112,9 +117,11 @@ class MLflowTracker(TrackerBase):
 
                 try:
                     self.client.create_experiment(self.experiment_name, artifact_location=self._artifact_location)
-                except MlflowException:  # another replica made it first
-                    pass
-                found = self.client.get_experiment_by_name(self.experiment_name)
+                except MlflowException as e:  # another replica made it first, or the store refused
+                    found = self.client.get_experiment_by_name(self.experiment_name)
+                    if found is None:
+                        raise e
+                found = found or self.client.get_experiment_by_name(self.experiment_name)
             self._found_experiment = found
         return self._found_experiment
 
