@@ -96,19 +96,34 @@ def list_artifacts(tracker_name: str | None, artifact: str | None, job: str, fmt
 
 @tracker.command("lineage")
 @_TRACKER
+@click.option("--sources-only", is_flag=True, help="Only where JOB came from.")
+@click.option("--descendants-only", is_flag=True, help="Only the jobs that came from JOB.")
+@click.option("--artifact", metavar="NAME", help="Only the sources of this input artifact.")
 @click.argument("job")
 @output_option(("text", "json"), "text, or json ({run_id, sources, children}).", json_flag=True)
-def lineage(tracker_name: str | None, job: str, fmt: str) -> int:
-    """Show where JOB came from (its sources: parent runs, input artifacts) and the jobs that came from it."""
+def lineage(tracker_name: str | None, sources_only: bool, descendants_only: bool, artifact: str | None, job: str,
+            fmt: str) -> int:
+    """Show where JOB came from (its sources: parent runs, input artifacts) and the jobs that came from it.
+
+    Also as TorchX's ``tracker list lineage``. Exit codes: 0 ok, 2
+    --sources-only with --descendants-only.
+    """
+    if sources_only and descendants_only:
+        raise click.UsageError("give --sources-only or --descendants-only, not both")
     found = _ask(tracker_name, lambda t: t.lineage(job))
+    sources = [] if descendants_only else [s for s in found.sources if artifact in (None, s.artifact_name)]
+    children = [] if sources_only else found.children
     if fmt == "json":
-        dump_json({"run_id": found.run_id, "children": found.children,
+        dump_json({"run_id": found.run_id, "children": children,
                    "sources": [{"source_run_id": s.source_run_id, "artifact_name": s.artifact_name}
-                               for s in found.sources]})
+                               for s in sources]})
         return ExitCode.OK
     click.echo(found.run_id)
-    for source in found.sources:
+    for source in sources:
         click.echo(f"  from {source.source_run_id}" + (f" ({source.artifact_name})" if source.artifact_name else ""))
-    for child in found.children:
+    for child in children:
         click.echo(f"  to   {child}")
     return ExitCode.OK
+
+
+list_group.add_command(lineage, "lineage")  # TorchX's place for it: torchx tracker list lineage
