@@ -82,8 +82,9 @@ def test_metadata_artifacts_and_sources_round_trip(server: str, tmp_path: pathli
     tracker = create(experiment(server))
     run, parent = "local://torchspec/train-x1", "local://torchspec/prep-y2"
     (tmp_path / "model.pt").write_bytes(b"weights")
-    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "optim").mkdir(parents=True)
     (tmp_path / "ckpt" / "step-10").write_text("10")
+    (tmp_path / "ckpt" / "optim" / "state").write_text("momentum")
     tracker.add_metadata(run, lr=0.1, name="resnet")
     tracker.add_metadata(run, epochs=3)
     tracker.add_artifact(run, "model", str(tmp_path / "model.pt"), {"format": "torchscript"})
@@ -99,7 +100,10 @@ def test_metadata_artifacts_and_sources_round_trip(server: str, tmp_path: pathli
     mlflow_run = tracker.find_run(run)
     assert mlflow_run is not None
     assert found["model"].path == f"{mlflow_run.info.artifact_uri}/model/model.pt"  # where the file is
-    assert found["ckpt"].path == f"{mlflow_run.info.artifact_uri}/ckpt/step-10"
+    # a folder is one artifact, its subfolders included
+    assert found["ckpt"].path == f"{mlflow_run.info.artifact_uri}/ckpt" and found["ckpt"].metadata == {
+        "mlflow.file_size": 10}
+    assert sorted(found) == ["ckpt", "data", "model"]
     downloaded = tracker.client.download_artifacts(mlflow_run.info.run_id, "model", str(tmp_path / "dl"))
     assert pathlib.Path(downloaded, "model.pt").read_bytes() == b"weights"
     assert list(tracker.sources(run)) == [TrackerSource(parent, "dataset")]
@@ -201,6 +205,16 @@ def test_a_local_job_records_and_the_cli_and_dashboard_read_it_back(server: str,
     for text in ("<h3>mlflow</h3>", "<td>lr</td><td>0.1</td>", "<td>epochs</td><td>2</td>", "<td>model</td>",
                  "format=torchscript"):
         assert text in tracked, tracked
+
+
+def test_a_store_mlflow_refuses_and_credentials_in_errors(tmp_path: pathlib.Path) -> None:
+    from torchspec.runner.trackers import backend_error
+
+    (tmp_path / ".torchspec.toml").write_text('[tracker.mlflow]\nconfig = "bogus-scheme://nowhere#x"\n')
+    done = tracker_support.cli_in(tmp_path)("tracker", "list", "jobs")
+    assert done.returncode == 6 and "tracker mlflow" in done.stderr, done.stderr
+    said = backend_error("mlflow", OSError("API request to https://alice:s3cr3t@mlflow.example/api failed")).message
+    assert "s3cr3t" not in said and "https://***@mlflow.example/api" in said
 
 
 def test_a_tracking_server_that_is_down_is_a_clear_error(tmp_path: pathlib.Path) -> None:

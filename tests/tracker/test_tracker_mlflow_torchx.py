@@ -15,6 +15,7 @@ from skips import import_or_skip
 
 mlflow = import_or_skip("mlflow", "MLFLOW", "pip install 'torchspec-cli[mlflow]'")
 
+from torchspec.tracker.api import for_reading  # noqa: E402
 from torchspec.tracker.mlflow import MLflowTracker, create_tracker  # noqa: E402
 
 
@@ -104,6 +105,30 @@ def test_in_a_job_the_jobs_run_is_mlflows_active_run_from_the_start(tmp_path: pa
         tracker.close()
     run = tracker.find_run("local://torchspec/train-x1")
     assert run is not None and run.data.metrics == {"loss": 0.25} and run.info.status == "FINISHED"
+
+
+def test_a_reader_in_a_job_sets_nothing_up_and_close_leaves_the_jobs_own_run(tmp_path: pathlib.Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCHX_JOB_ID", "local://torchspec/train-x1")
+    uri = str(tmp_path / "experiments")
+    with for_reading():  # what the tracker commands and the dashboard build: they look, never start
+        reader = MLflowTracker(experiment_name="reader", tracking_uri=uri)
+    assert list(reader.run_ids()) == [] and mlflow.active_run() is None
+    mlflow.set_tracking_uri(uri)
+    own = mlflow.start_run(experiment_id=reader.experiment_id)  # the job's own run, started by the job
+    try:
+        tracker = MLflowTracker(experiment_name="reader", tracking_uri=uri)  # another run is active: left alone
+        tracker.add_metadata("local://torchspec/train-x1", step=1)
+        tracker.close()
+        assert mlflow.active_run() is not None and mlflow.active_run().info.run_id == own.info.run_id
+    finally:
+        mlflow.end_run()
+
+
+@pytest.mark.parametrize("name", ["a/../b", "/x", "x/", "a//b", "a,b"])
+def test_an_artifact_name_mlflow_would_refuse_is_refused_first(tracker: MLflowTracker, name: str) -> None:
+    with pytest.raises(ValueError, match="artifact name"):
+        tracker.add_artifact("r", name, "/nowhere")
 
 
 def test_metadata(tracker: MLflowTracker) -> None:

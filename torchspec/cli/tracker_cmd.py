@@ -21,8 +21,9 @@ _TRACKER = click.option("--tracker", "tracker_name", metavar="NAME",
 def _ask(name: str | None, question: Callable[["TrackerBase"], T]) -> T:
     """``question`` asked of the configured tracker ``name``; its failures are a BackendError (exit 6)."""
     from torchspec.config import load_config
-    from torchspec.runner.trackers import open_tracker, tracker_errors
+    from torchspec.runner.trackers import limit_reader_requests, open_tracker, tracker_errors
 
+    limit_reader_requests()
     chosen, found = open_tracker(load_config(), name)
     with tracker_errors(chosen):
         return question(found)

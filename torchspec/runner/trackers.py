@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
 from torchspec.errors import BackendError, TorchSpecError, UsageError, did_you_mean
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 #: A reader gives up on a tracking server sooner than a job does (MLflow's defaults retry for minutes, right
 #: for a job that must not lose a record, not for a command someone waits on); the caller's own values win.
 READER_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+#: The ``user:password@`` of a URL in an error's text.
+_CREDENTIALS = re.compile(r"(\w+://)[^/@\s]+@")
 
 
 def open_tracker(config: Optional["Config"], name: Optional[str] = None) -> Tuple[str, "TrackerBase"]:
@@ -27,6 +30,7 @@ def open_tracker(config: Optional["Config"], name: Optional[str] = None) -> Tupl
             cannot be built (an unknown entry point, a bad config).
     """
     from torchspec.tracker import build_trackers
+    from torchspec.tracker.api import for_reading
 
     found = configured_trackers(config)
     if not found:
@@ -38,13 +42,23 @@ def open_tracker(config: Optional["Config"], name: Optional[str] = None) -> Tupl
         guess = did_you_mean(chosen, list(found))
         raise UsageError(f"tracker {chosen!r} is not configured",
                          f"did you mean {guess!r}?" if guess else f"configured: {', '.join(found)}")
-    for variable, value in READER_LIMITS.items():
-        os.environ.setdefault(variable, value)
     try:
-        (tracker,) = build_trackers({chosen: found[chosen]})
+        with for_reading():
+            (tracker,) = build_trackers({chosen: found[chosen]})
     except ValueError as e:
         raise UsageError(f"tracker {chosen}: {e}", "check its name and its config") from None
+    except TorchSpecError:
+        raise
+    except Exception as e:  # a store that refuses at once (MLflow resolves its URI when built)
+        raise backend_error(chosen, e) from None
     return chosen, tracker
+
+
+def limit_reader_requests() -> None:
+    """:data:`READER_LIMITS` for this process, where the caller set none: for a command that reads and ends
+    (``torchspec tracker``), never a long-lived process whose jobs would inherit them (the dashboard)."""
+    for variable, value in READER_LIMITS.items():
+        os.environ.setdefault(variable, value)
 
 
 @contextlib.contextmanager
@@ -55,8 +69,14 @@ def tracker_errors(name: str) -> Iterator[None]:
     except TorchSpecError:
         raise
     except Exception as e:  # each backend has its own errors (MlflowException, OSError...): all are the tracker's
-        raise BackendError(f"tracker {name}: {type(e).__name__}: {e}",
-                           f"is the tracker's store up and its config right? ([tracker.{name}] config)") from None
+        raise backend_error(name, e) from None
+
+
+def backend_error(name: str, e: BaseException) -> BackendError:
+    """Tracker ``name``'s failure ``e`` as a BackendError naming it; a URL's ``user:password@`` never shown."""
+    text = _CREDENTIALS.sub(r"\1***@", f"{type(e).__name__}: {e}")
+    return BackendError(f"tracker {name}: {text}",
+                        f"is the tracker's store up and its config right? ([tracker.{name}] config)")
 
 
 def recorded(config: Optional["Config"], run_id: str) -> List[Dict[str, Any]]:

@@ -16,16 +16,17 @@ no backends and every call is a no-op, as in TorchX.
 from __future__ import annotations
 
 import abc
+import contextlib
+import contextvars
 import importlib
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Dict, Iterable, List, Mapping, Optional
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional
 
 __all__ = ["AppRun", "AppRunTrackableSource", "ENV_JOB_ID", "ENV_TRACKERS", "Lineage", "TrackerArtifact",
-           "TrackerBase",
-           "TrackerSource", "app_run_from_env", "build_trackers", "tracker_config_env_var_name",
-           "trackers_from_environ"]
+           "TrackerBase", "TrackerSource", "app_run_from_env", "build_trackers", "for_reading", "reading",
+           "tracker_config_env_var_name", "trackers_from_environ"]
 
 #: The trackers of a job, comma-separated: ours, then TorchX's name.
 ENV_TRACKERS = ("TORCHSPEC_TRACKERS", "TORCHX_TRACKERS")
@@ -90,6 +91,26 @@ class TrackerBase(abc.ABC):
     @abc.abstractmethod
     def run_ids(self, **kwargs: str) -> Iterable[str]:
         """Every run the tracker knows; ``parent_run_id=ID`` keeps the runs whose sources include ID."""
+
+
+#: True while a reader (the ``tracker`` commands, the dashboard) builds trackers: a tracker then sets nothing up
+#: for a job (TorchX's MLflow tracker makes the job's run MLflow's active run when built inside a job).
+_READING: "contextvars.ContextVar[bool]" = contextvars.ContextVar("torchspec_tracker_reading", default=False)
+
+
+def reading() -> bool:
+    """Whether the trackers being built are a reader's (see :func:`for_reading`)."""
+    return _READING.get()
+
+
+@contextlib.contextmanager
+def for_reading() -> Iterator[None]:
+    """Trackers built inside are a reader's: they look, and never set up or start a job's run."""
+    token = _READING.set(True)
+    try:
+        yield
+    finally:
+        _READING.reset(token)
 
 
 def tracker_config_env_var_name(entrypoint_key: str, prefix: str = "TORCHX") -> str:

@@ -31,9 +31,11 @@ What goes where in MLflow:
   lineage that TorchX's MLflow tracker refuses works here.
 
 Every replica of a job records to the same run.  Replicas that start at
-once may each create it; each then waits a second, keeps the oldest one
-and deletes its own if it lost, so one run remains without any
-coordination.  Only
+once may each create it; each then waits 2 s, keeps the oldest one and
+deletes its own if it lost, so one run remains.  That needs the replicas'
+clocks to agree and each one's search and create to be less than 2 s
+apart; where they are not, two runs remain, and the next look for the run
+says so (TorchX's "More than 1 run found"), never silently.  Only
 ``mlflow-skinny`` (the ``mlflow`` extra) is needed, not the server.
 """
 
@@ -50,7 +52,7 @@ from pathlib import Path
 from tempfile import gettempdir
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from torchspec.tracker.api import ENV_JOB_ID, Lineage, TrackerArtifact, TrackerBase, TrackerSource
+from torchspec.tracker.api import ENV_JOB_ID, Lineage, TrackerArtifact, TrackerBase, TrackerSource, reading
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -62,10 +64,12 @@ __all__ = ["EXPERIMENT_ENV", "MLflowTracker", "create", "create_tracker", "parse
 EXPERIMENT_ENV = ("TORCHSPEC_TRACKING_EXPERIMENT_NAME", "TORCHX_TRACKING_EXPERIMENT_NAME")
 DEFAULT_EXPERIMENT = "torchspec"
 #: How long a replica that made the job's run waits before it looks for the others' (once per job).
-SETTLE_S = 1.0
+SETTLE_S = 2.0
 _ARTIFACT_TAG = "torchspec.artifact."
 #: An artifact's metadata, one tag per key, as TorchX's MLflowTracker writes it.
 _METADATA_TAG = "torchx.artifact.metadata."
+#: An artifact uploaded under its name (TorchX writes none: its names are the folders the files are in).
+_UPLOADED_TAG = "torchspec.uploaded."
 _SOURCES_TAG = "torchspec.sources"
 _HIDDEN = ("mlflow.", "torchspec.", "torchx.")
 #: What MLflow allows in a tag key (and so in an artifact's name, which is part of one).
@@ -95,12 +99,17 @@ class MLflowTracker(TrackerBase):
         self._found_experiment: Optional["Experiment"] = None
         self._runs: Dict[str, str] = {}  # job id -> MLflow run id, once found or made
         self._created: List[str] = []
+        self._started: Optional[str] = None  # the MLflow run this tracker made the active one
         self._lock = threading.Lock()
         # in a job, its run is made (or found) now and becomes MLflow's active run, as TorchX's tracker does:
         # the job's own mlflow.log_metric(...) calls then record to it
         job = next((os.environ[name] for name in ENV_JOB_ID if os.environ.get(name)), None)
-        if job:
-            self.get_run(job)
+        if job and not reading():
+            import mlflow
+
+            active = mlflow.active_run()  # another tracker of this job made its own run the active one: leave it
+            if active is None or active.info.run_id == self.mlflow_run_id(job):
+                self.get_run(job)
 
     @staticmethod
     def default_experiment_name() -> str:
@@ -212,6 +221,7 @@ class MLflowTracker(TrackerBase):
         if active is None:
             mlflow.set_tracking_uri(self.tracking_uri)
             mlflow.start_run(run_id=run_id)
+            self._started = run_id
         elif active.info.run_id != run_id:
             raise RuntimeError(f"MLflow's active run in this process is {active.info.run_id}, not job {run_name}'s"
                                f" ({run_id}): call get_run with one job's id only, as in TorchX")
@@ -222,12 +232,14 @@ class MLflowTracker(TrackerBase):
         return str(self.get_run(run_name).info.run_id)
 
     def close(self) -> None:
-        """Ends MLflow's active run and marks the runs this tracker made FINISHED (MLflow shows them RUNNING
-        until then)."""
+        """Ends the MLflow active run this tracker started (not one the job started itself) and marks the runs it
+        made FINISHED (MLflow shows them RUNNING until then)."""
         import mlflow
 
-        if mlflow.active_run() is not None:
+        active = mlflow.active_run()
+        if active is not None and active.info.run_id == self._started:
             mlflow.end_run()
+        self._started = None
         for made in self._created:
             self.client.set_terminated(made)
         self._created.clear()
@@ -261,6 +273,8 @@ class MLflowTracker(TrackerBase):
             self.client.log_artifact(mlflow_run, path, artifact_path=name)
         tags = [RunTag(_checked_key(f"{_METADATA_TAG}{name}.{key}", "artifact metadata key"), str(value))
                 for key, value in (metadata or {}).items()]
+        if os.path.exists(path):
+            tags.append(RunTag(_UPLOADED_TAG + name, "1"))  # which folder of the run's artifacts is one artifact
         if not os.path.exists(path):
             tags.append(RunTag(_ARTIFACT_TAG + name, path))
         if tags:
@@ -284,6 +298,13 @@ class MLflowTracker(TrackerBase):
                     files.setdefault(path, []).append(info)
 
         walk()
+        uploaded = sorted((key[len(_UPLOADED_TAG):] for key in tags if key.startswith(_UPLOADED_TAG)), key=len)
+        if uploaded:  # each file under the longest name uploaded that holds it (a folder's subfolders included)
+            grouped: Dict[str, List[Any]] = {}
+            for folder, infos in files.items():
+                name = next((u for u in reversed(uploaded) if folder == u or folder.startswith(u + "/")), folder)
+                grouped.setdefault(name, []).extend(infos)
+            files = grouped
         found = {}
         for name, infos in sorted(files.items()):
             where = infos[0].path if len(infos) == 1 else name
@@ -334,9 +355,11 @@ class MLflowTracker(TrackerBase):
 
 
 def _checked_key(key: str, what: str) -> str:
-    if not _KEY.match(key) or len(key) > 200:
+    parts = key.split("/")
+    if not _KEY.match(key) or len(key) > 200 or any(part in ("", ".", "..") for part in parts):
         raise ValueError(f"the mlflow tracker's {what} {key!r} must be letters, digits, '_', '.', '-', '/' and"
-                         " spaces, 200 at most (MLflow keeps it in a tag's name)")
+                         " spaces, 200 at most, with no empty, '.' or '..' part between slashes (MLflow keeps it in a"
+                         " tag's name)")
     return key
 
 

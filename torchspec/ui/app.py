@@ -10,6 +10,7 @@ from what the scheduler kept, made safe at submit), and one that acts
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Dict, List, Optional
@@ -56,6 +57,10 @@ class Dashboard:
         self.schedulers = schedulers
         self.token, self.allow_actions, self.host = token, allow_actions, host
         self.listing = Listing(self.reader, schedulers)
+        # the trackers' reads have threads of their own: a tracking server that hangs holds these, never the
+        # threads status, logs and actions run in
+        self.tracker_pool = concurrent.futures.ThreadPoolExecutor(max_workers=2,
+                                                                  thread_name_prefix="torchspec-ui-trackers")
         self.templates = jinja2.Environment(loader=jinja2.PackageLoader("torchspec.ui", "templates"),
                                             autoescape=True, undefined=jinja2.StrictUndefined)
         self.templates.filters["q"] = q
@@ -75,6 +80,7 @@ class Dashboard:
 
     def close(self) -> None:
         self.listing.close()
+        self.tracker_pool.shutdown(wait=False, cancel_futures=True)
         for runner in (self.reader, self._actor):
             if runner is not None:
                 runner.close()
@@ -171,7 +177,8 @@ TRACKERS_WAIT_S = 15.0
 
 async def tracked(board: Dashboard, handle: str) -> List[Dict[str, Any]]:
     try:
-        return await asyncio.wait_for(asyncio.to_thread(detail.tracked, board.reader, handle), TRACKERS_WAIT_S)
+        read = asyncio.get_running_loop().run_in_executor(board.tracker_pool, detail.tracked, board.reader, handle)
+        return await asyncio.wait_for(read, TRACKERS_WAIT_S)
     except asyncio.TimeoutError:
         return [{"tracker": "trackers", "metadata": {}, "artifacts": [], "sources": [],
                  "error": f"no answer within {TRACKERS_WAIT_S:.0f} s"}]
