@@ -58,22 +58,32 @@ def skip_or_fail(reason: str) -> NoReturn:
     skips.skip_or_fail("DOCKER", reason)
 
 
+#: How long a required engine that does not answer is waited for (a fault test's restart of it takes seconds).
+ENGINE_WAIT_S = 120.0
+
+
 def engine_or_skip() -> Any:
     """A docker client for a live engine; skips (or fails, see ``skip_or_fail``) without one."""
     try:
         import docker
     except ImportError as exc:  # the project depends on it, but be clear if it is missing
         skip_or_fail(f"no Docker engine: the docker SDK is not installed ({exc}); pip install -e '.[test]'")
-    client = None
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:  # DockerException, requests' ConnectionError, ...: all mean "no engine"
-        if client is not None:
-            client.close()
-        where = os.environ.get("DOCKER_HOST") or "the default socket"
-        skip_or_fail(f"no Docker engine at {where}: {_one_line(exc)}; {_HINT}")
-    return client
+    # where the engine is required, another worker's fault test may be restarting it right now (a module that
+    # needs Docker beside the docker group: the cluster's test image): wait for it, as long as a restart takes
+    deadline = time.monotonic() + (ENGINE_WAIT_S if skips.required("DOCKER") else 0)
+    while True:
+        client = None
+        try:
+            client = docker.from_env()
+            client.ping()
+            return client
+        except Exception as exc:  # DockerException, requests' ConnectionError, ...: all mean "no engine"
+            if client is not None:
+                client.close()
+            if time.monotonic() >= deadline:
+                where = os.environ.get("DOCKER_HOST") or "the default socket"
+                skip_or_fail(f"no Docker engine at {where}: {_one_line(exc)}; {_HINT}")
+            time.sleep(1)
 
 
 def _one_line(exc: BaseException) -> str:
