@@ -25,7 +25,8 @@ from functools import lru_cache
 from typing import Dict, Iterable, Iterator, List, Mapping, Optional
 
 __all__ = ["AppRun", "AppRunTrackableSource", "ENV_JOB_ID", "ENV_TRACKERS", "Lineage", "TrackerArtifact",
-           "TrackerBase", "TrackerSource", "app_run_from_env", "build_trackers", "for_reading", "reading",
+           "TrackerBase", "TrackerSource", "app_run_from_env", "build_trackers", "first_set", "for_reading",
+           "reading",
            "tracker_config_env_var_name", "trackers_from_environ"]
 
 #: The trackers of a job, comma-separated: ours, then TorchX's name.
@@ -118,15 +119,16 @@ def tracker_config_env_var_name(entrypoint_key: str, prefix: str = "TORCHX") -> 
     return f"{prefix}_TRACKER_{entrypoint_key.upper()}_CONFIG"
 
 
-def _first(names: Iterable[str]) -> Optional[str]:
+def first_set(names: Iterable[str]) -> Optional[str]:
+    """The value of the first of ``names`` set (non-empty) in the environment: ours before TorchX's."""
     return next((os.environ[name] for name in names if os.environ.get(name)), None)
 
 
 def _names_and_configs_from_environ() -> Dict[str, Optional[str]]:
-    names = _first(ENV_TRACKERS)
+    names = first_set(ENV_TRACKERS)
     if not names:
         return {}
-    return {name: _first([tracker_config_env_var_name(name, "TORCHSPEC"), tracker_config_env_var_name(name)])
+    return {name: first_set([tracker_config_env_var_name(name, "TORCHSPEC"), tracker_config_env_var_name(name)])
             for name in (n.strip() for n in names.split(",")) if name}
 
 
@@ -188,9 +190,9 @@ class AppRun:
     @lru_cache(maxsize=1)
     def run_from_env() -> "AppRun":
         """This job's run, its trackers built once per process, its parent run recorded as its source."""
-        run_id = _first(ENV_JOB_ID) or "<UNDEFINED>"
+        run_id = first_set(ENV_JOB_ID) or "<UNDEFINED>"
         trackers = trackers_from_environ()
-        parent = _first(_PARENT_RUN_ID)
+        parent = first_set(_PARENT_RUN_ID)
         if parent:
             for backend in trackers:
                 backend.add_source(run_id, parent)

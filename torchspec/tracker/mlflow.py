@@ -52,7 +52,8 @@ from pathlib import Path
 from tempfile import gettempdir
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from torchspec.tracker.api import ENV_JOB_ID, Lineage, TrackerArtifact, TrackerBase, TrackerSource, reading
+from torchspec.tracker.api import (ENV_JOB_ID, Lineage, TrackerArtifact, TrackerBase, TrackerSource, first_set,
+                                   reading)
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -103,7 +104,7 @@ class MLflowTracker(TrackerBase):
         self._lock = threading.Lock()
         # in a job, its run is made (or found) now and becomes MLflow's active run, as TorchX's tracker does:
         # the job's own mlflow.log_metric(...) calls then record to it
-        job = next((os.environ[name] for name in ENV_JOB_ID if os.environ.get(name)), None)
+        job = first_set(ENV_JOB_ID)
         if job and not reading():
             import mlflow
 
@@ -113,7 +114,7 @@ class MLflowTracker(TrackerBase):
 
     @staticmethod
     def default_experiment_name() -> str:
-        return next((os.environ[name] for name in EXPERIMENT_ENV if os.environ.get(name)), DEFAULT_EXPERIMENT)
+        return first_set(EXPERIMENT_ENV) or DEFAULT_EXPERIMENT
 
     # ----------------------------------------------------------------- the experiment and its runs
 
@@ -170,7 +171,7 @@ class MLflowTracker(TrackerBase):
 
     @staticmethod
     def _oldest(runs: List["Run"]) -> "Run":
-        return min(runs, key=lambda run: (run.info.start_time or 0, run.info.run_id))
+        return min(runs, key=_age)
 
     def find_run(self, run_id: str) -> Optional["Run"]:
         """The MLflow run of job ``run_id``, or None where the job recorded nothing.
@@ -333,7 +334,7 @@ class MLflowTracker(TrackerBase):
     def run_ids(self, **kwargs: str) -> Iterable[str]:
         parent = kwargs.get("parent_run_id")
         names = []
-        for run in sorted(self._all_runs(), key=lambda run: (run.info.start_time or 0, run.info.run_id)):
+        for run in sorted(self._all_runs(), key=_age):
             if parent is not None and all(s["source_run_id"] != parent for s in _sources(run.data.tags)):
                 continue
             if run.info.run_name not in names:
@@ -352,6 +353,11 @@ class MLflowTracker(TrackerBase):
         mlflow_run = self.mlflow_run_id(run_name)
         for param, value in _flatten(cfg, key):
             self.client.log_param(mlflow_run, param, value)
+
+
+def _age(run: "Run") -> Tuple[int, str]:
+    """Oldest first (the run replicas agree on), the id breaking a tie."""
+    return (run.info.start_time or 0, str(run.info.run_id))
 
 
 def _checked_key(key: str, what: str) -> str:
@@ -424,7 +430,7 @@ def create(config: Optional[str]) -> MLflowTracker:
         raise ValueError("the mlflow tracker needs a tracking URI as its config, e.g. [tracker.mlflow]"
                          ' config = "http://mlflow.internal:5000#my-experiment"')
     args = parse_config(config)
-    from_env = next((os.environ[name] for name in EXPERIMENT_ENV if os.environ.get(name)), None)
+    from_env = first_set(EXPERIMENT_ENV)
     return MLflowTracker(experiment_name=from_env or args["experiment_name"],
                          tracking_uri=str(args["tracking_uri"]), artifact_location=args["artifact_location"])
 
