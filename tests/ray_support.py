@@ -38,6 +38,9 @@ NODE_MEMORY = 2_000_000_000
 OBJECT_STORE = 200_000_000
 START_TIMEOUT_S = 120
 START_TRIES = 3
+# Ray turns 127.0.0.1 into the machine's outward address (ray._private.services.resolve_ip_for_localhost), which
+# a CI machine's network may not carry; another loopback address it keeps, so the nodes stay on loopback.
+NODE_IP = "127.0.0.2"
 
 
 def ray_or_skip() -> None:
@@ -86,7 +89,10 @@ class RayTestCluster:
         return f"http://{self.address}"
 
     def env(self) -> Dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+        """The nodes' environment: no proxy (gRPC honours ``http_proxy`` and would send loopback traffic to it),
+        no caller's PYTHONPATH, no other cluster's address."""
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONPATH", "RAY_ADDRESS", "RAY_API_SERVER_ADDRESS") and not k.lower().endswith("_proxy")}
         env["RAY_USAGE_STATS_ENABLED"] = "0"
         bindir = os.path.dirname(sys.executable)
         env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
@@ -99,7 +105,7 @@ class RayTestCluster:
                  f"--metrics-export-port={ports[2]}", f"--runtime-env-agent-port={ports[3]}",
                  f"--node-manager-port={ports[4]}", f"--object-manager-port={ports[5]}"]
         ray = shutil.which("ray", path=os.path.dirname(sys.executable)) or "ray"
-        cmd = [ray, "start", "--block", "--disable-usage-stats", "--node-ip-address=127.0.0.1",
+        cmd = [ray, "start", "--block", "--disable-usage-stats", "--node-ip-address=127.0.0.2",
                f"--num-cpus={NODE_CPUS}", f"--memory={NODE_MEMORY}", f"--object-store-memory={OBJECT_STORE}",
                f"--temp-dir={self.root / name}", *args]
         with open(log, "wb") as out:
@@ -163,7 +169,12 @@ class RayTestCluster:
         return problem
 
     def _fail(self, n: int, problem: str) -> None:
-        tails = "\n".join(f"--- {log}\n" + log.read_text(errors="replace")[-3000:] for log in self.logs)
+        """Fail the test with what the nodes printed and what Ray's own processes logged: a start that failed
+        in CI is read from this message alone."""
+        logs = self.logs + sorted(self.root.glob("*/session_latest/logs/gcs_server.*"))
+        logs += sorted(self.root.glob("*/session_latest/logs/raylet.*"))
+        tails = "\n".join(f"--- {log}\n" + log.read_text(errors="replace")[-3000:] for log in logs)
+        tails += f"\n--- load {os.getloadavg()}, proxies {sorted(k for k in os.environ if k.lower().endswith('_proxy'))}"
         self.stop()
         pytest.fail(f"the Ray test cluster did not come up with {n} node(s): {problem}\n{tails}")
 

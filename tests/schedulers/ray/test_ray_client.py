@@ -135,3 +135,27 @@ def test_token_authentication_goes_through_the_sdk(monkeypatch: pytest.MonkeyPat
 
     cluster._client = Sdk()
     assert cluster.call("get_job_info", "a-1") == {"status": "RUNNING"} and calls == ["a-1"]
+
+
+def test_following_a_log_adds_what_the_stream_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray's log stream may close when the job ends before its last lines went out (seen in CI: a replica's
+    final line missing from ``logs -f``): what the whole log holds beyond the stream follows it."""
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # every call through the SDK stand-in below
+    cluster = RayCluster("127.0.0.1:1")
+    whole = "trainer/0 line 1\ntrainer/0 line 2\nps/0 last\n"
+
+    class Sdk:
+        async def _stream(self):
+            yield whole[:10]
+            yield whole[10:20]
+
+        def tail_job_logs(self, submission_id: str):
+            return self._stream()
+
+        def get_job_logs(self, submission_id: str) -> str:
+            return whole
+
+    cluster._client = Sdk()
+    assert "".join(cluster.tail("a-1")) == whole
+    Sdk.get_job_logs = lambda self, submission_id: whole[:20]  # the stream had it all: nothing twice
+    assert "".join(cluster.tail("a-1")) == whole[:20]

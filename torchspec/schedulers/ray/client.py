@@ -281,9 +281,13 @@ class RayCluster:
                  "job_id": g.creator_job_id or ""} for g in found]
 
     def tail(self, submission_id: str) -> Iterator[str]:
-        """The job's log as it grows, in chunks, until the job ends (``tail_job_logs`` without asyncio)."""
+        """The job's log as it grows, in chunks, until the job ends (``tail_job_logs`` without asyncio).
+
+        Ray's stream can close when the job ends before it sent the log's last lines (seen under load: a
+        replica's final line missing), so what the whole log holds beyond what was streamed follows it."""
         loop = asyncio.new_event_loop()
         stream = self.call("tail_job_logs", submission_id)
+        streamed = 0
         try:
             while True:
                 try:
@@ -291,9 +295,10 @@ class RayCluster:
                         warnings.filterwarnings("ignore", message="ssl=None is deprecated", category=DeprecationWarning)
                         chunk = loop.run_until_complete(stream.__anext__())
                 except StopAsyncIteration:
-                    return
+                    break
                 except ConnectionError as e:
                     raise self.unreachable(e) from None
+                streamed += len(chunk)
                 yield chunk
         finally:
             try:
@@ -301,3 +306,6 @@ class RayCluster:
             except Exception:
                 pass
             loop.close()
+        rest = (self.call("get_job_logs", submission_id) or "")[streamed:]
+        if rest:
+            yield rest
