@@ -84,11 +84,21 @@ def test_a_killed_replica_resumes_from_the_latest_checkpoint_on_local(tmp_path: 
     assert status["num_restarts"] == 1, status
 
 
+def test_a_run_stopped_after_its_last_checkpoint_resumes_at_its_end(tmp_path: pathlib.Path) -> None:
+    """Preempted as it ended (seen in CI: the requeue came after step 200): started again, it trains no step
+    and reports the uninterrupted run's final line, rather than failing."""
+    home = tmp_path / "home"
+    expected = uninterrupted_final(home, tmp_path)
+    handle = submit(home, tmp_path / "straight", "--wait")  # the same checkpoint folder: the run's last step
+    log = cli(home, "logs", handle).stdout
+    assert "resumed from step 200" in log and FINAL.findall(log) == [expected], log
+
+
 def test_a_requeued_slurm_job_resumes_without_spending_a_retry(slurm_jobs: List[str], tmp_path: pathlib.Path) -> None:
     home = tmp_path / "home"
     expected = uninterrupted_final(tmp_path / "local-home", tmp_path)  # the same run, uninterrupted, on local
     handle = submit(home, tmp_path / "requeued", "-s", "slurm", "-c", f"log_dir={tmp_path / 'logs'}", "-p",
-                    "step_time=0.05", "-p", "max_retries=0")
+                    "step_time=0.1", "-p", "max_retries=0")  # 20 s of steps: a loaded machine's logs calls are slow
     job_id = handle.rsplit("/", 1)[1]
     slurm_jobs.append(job_id)
     wait_for("a checkpoint at step 60", lambda: "checkpoint step 60" in cli(home, "logs", handle).stdout, 300)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from typing import Tuple
 
 import torch
 import torch.distributed as dist
@@ -46,7 +47,7 @@ def main() -> None:
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Linear(1, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    start = resume(args.ckpt_dir, model, optimizer)
+    start, final = resume(args.ckpt_dir, model, optimizer)  # final: the checkpoint's mean loss
     if rank == 0:
         print(f"attempt {attempt}: " + (f"resumed from step {start}" if start else "starting from step 0"), flush=True)
 
@@ -60,36 +61,46 @@ def main() -> None:
         optimizer.step()
         time.sleep(args.step_time)
         if (step + 1) % args.ckpt_every == 0:
+            final = mean_over_ranks(loss, world)
             if rank == 0:
-                save(args.ckpt_dir, step + 1, model, optimizer)
+                save(args.ckpt_dir, step + 1, model, optimizer, final)
                 print(f"attempt {attempt}: checkpoint step {step + 1}", flush=True)
             dist.barrier()  # no rank runs ahead of a checkpoint another has not written
 
-    final = loss.detach().clone()
-    dist.all_reduce(final)
-    final /= world
+    if start < args.steps:  # else it resumed at its end: the last checkpoint's loss is the run's
+        final = mean_over_ranks(loss, world)
     if rank == 0:
         weight, bias = model.module.weight.item(), model.module.bias.item()
         print(f"final step {args.steps} loss {final.item():.9f} weight {weight:.9f} bias {bias:.9f}", flush=True)
     dist.destroy_process_group()
 
 
-def save(folder: str, step: int, model: DistributedDataParallel, optimizer: torch.optim.Optimizer) -> None:
+def mean_over_ranks(loss: torch.Tensor, world: int) -> torch.Tensor:
+    mean = loss.detach().clone()
+    dist.all_reduce(mean)
+    return mean / world
+
+
+def save(folder: str, step: int, model: DistributedDataParallel, optimizer: torch.optim.Optimizer,
+         loss: torch.Tensor) -> None:
     os.makedirs(folder, exist_ok=True)
     partial = os.path.join(folder, f".{LATEST}.{os.getpid()}")
-    torch.save({"step": step, "model": model.module.state_dict(), "optimizer": optimizer.state_dict()}, partial)
+    torch.save({"step": step, "model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
+                "loss": loss.detach()}, partial)
     os.replace(partial, os.path.join(folder, LATEST))  # whole, or not at all
 
 
-def resume(folder: str, model: DistributedDataParallel, optimizer: torch.optim.Optimizer) -> int:
-    """The step the latest checkpoint holds (its state loaded), or 0 where there is none."""
+def resume(folder: str, model: DistributedDataParallel, optimizer: torch.optim.Optimizer) -> Tuple[int, torch.Tensor]:
+    """The step the latest checkpoint holds (its state loaded) and the mean loss it recorded; step 0 where there
+    is none. A job stopped after its last checkpoint (preempted as it ended) resumes at its end, and reports the
+    checkpoint's loss as an uninterrupted run would have."""
     path = os.path.join(folder, LATEST)
     if not os.path.exists(path):
-        return 0
+        return 0, torch.tensor(float("nan"))
     state = torch.load(path, map_location="cpu", weights_only=True)
     model.module.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    return int(state["step"])
+    return int(state["step"]), state["loss"]
 
 
 if __name__ == "__main__":

@@ -159,3 +159,25 @@ def test_following_a_log_adds_what_the_stream_left_out(monkeypatch: pytest.Monke
     assert "".join(cluster.tail("a-1")) == whole
     Sdk.get_job_logs = lambda self, submission_id: whole[:20]  # the stream had it all: nothing twice
     assert "".join(cluster.tail("a-1")) == whole[:20]
+
+
+def test_pinning_the_address_is_safe_across_threads() -> None:
+    """``logs -f`` follows every replica in a thread of its own; two unpinning at once raised KeyError (ci60)."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from torchspec.schedulers.ray.client import API_SERVER_ENV, _pinned
+
+    def pin(k: int) -> None:
+        for _ in range(300):
+            with _pinned(f"http://127.0.0.1:{k}"):
+                assert os.environ[API_SERVER_ENV] == f"http://127.0.0.1:{k}"
+
+    before, interval = os.environ.get(API_SERVER_ENV), sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often: the race shows in a few hundred pins
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(pin, range(8)))
+    finally:
+        sys.setswitchinterval(interval)
+    assert os.environ.get(API_SERVER_ENV) == before

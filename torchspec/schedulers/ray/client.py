@@ -28,6 +28,7 @@ import importlib.util
 import json
 import logging
 import os
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -44,19 +45,24 @@ _HOW = ("start one (ray start --head --dashboard-host=127.0.0.1), or point torch
         " -c dashboard_address=HOST:PORT, or RAY_ADDRESS=http://HOST:PORT")
 
 
+_PIN_LOCK = threading.RLock()
+
+
 @contextlib.contextmanager
 def _pinned(url: str) -> Iterator[None]:
     """Ray's clients take ``RAY_API_SERVER_ADDRESS`` (else ``RAY_ADDRESS``) over the address they are given:
-    pin it to ``url`` while one is made, so that the run option wins."""
-    before = os.environ.get(API_SERVER_ENV)
-    os.environ[API_SERVER_ENV] = url
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(API_SERVER_ENV, None)
-        else:
-            os.environ[API_SERVER_ENV] = before
+    pin it to ``url`` while one is made, so that the run option wins.  One thread at a time: ``logs -f``
+    follows replicas in threads, and two unpinning at once raised KeyError (seen in CI)."""
+    with _PIN_LOCK:
+        before = os.environ.get(API_SERVER_ENV)
+        os.environ[API_SERVER_ENV] = url
+        try:
+            yield
+        finally:
+            if before is None:
+                os.environ.pop(API_SERVER_ENV, None)
+            else:
+                os.environ[API_SERVER_ENV] = before
 
 
 @contextlib.contextmanager
