@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 #: What ``apply`` can lock: a file (the default), or a Kubernetes Lease.
 LOCKS = ("file", "kubernetes")
-#: How long a Lease lasts unless renewed, by default (seconds): renewed every third of it, so a run starved of CPU
+#: How long a Lease lasts unless renewed, by default (seconds): renewed every sixth of it, so a run starved of CPU
 #: for 40 s keeps it (with 15 s, CI's loaded two cores lost Leases mid-run); a run that dies delays the next by
 #: at most this.
 DEFAULT_LEASE_DURATION = 60

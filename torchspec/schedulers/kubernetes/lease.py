@@ -10,7 +10,9 @@ The protocol is client-go's leader election, spoken as plain JSON:
   clock, or the Lease has not changed for ``leaseDurationSeconds`` of this
   process's watching (client-go's rule, which no clock skew fools: it covers
   a holder whose clock runs ahead of ours).
-- **renew**: a thread writes ``renewTime`` every third of the duration.  The
+- **renew**: a thread writes ``renewTime`` every sixth of the duration, each
+  request bounded by as much, so that one request the server never answers
+  (seen in CI: 16 s and more) costs one try, not the Lease.  The
   holder counts the Lease its own only until the start of its last good
   write plus the duration, by its own monotonic clock; :meth:`LeaseLock.check`
   says so before each thing the caller must not do without it, and refuses
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
 API_VERSION = "coordination.k8s.io/v1"
 #: The shortest wait between two reads of a Lease someone else holds.
 POLL_S = 0.5
+#: The least time a renewal may wait for its answer (a sixth of the duration where that is longer).
+RENEW_TIMEOUT_MIN_S = 2.0
 
 
 def now_micro() -> str:
@@ -147,7 +151,8 @@ class LeaseLock:
 
     # -- the API, as JSON ---------------------------------------------------------------------------
 
-    def _request(self, what: str, verb: str, body: Optional[Dict[str, Any]] = None, expect: tuple = ()) -> Any:
+    def _request(self, what: str, verb: str, body: Optional[Dict[str, Any]] = None, expect: tuple = (),
+                 timeout: float = 0.0) -> Any:
         """``verb`` (get, create, replace) on the Lease, as JSON; an API status in ``expect`` is returned as
         that int, any other failure is raised as one clear :class:`BackendError`.
 
@@ -157,7 +162,7 @@ class LeaseLock:
         api = self.cluster.custom(self.context)
         group, version = API_VERSION.split("/")
         where = (group, version, self.namespace, "leases")
-        timeout = max(5.0, self.duration / 2)
+        timeout = timeout or max(5.0, self.duration / 2)
         try:
             if verb == "get":
                 return api.get_namespaced_custom_object(*where, self.name, _request_timeout=timeout)
@@ -265,7 +270,7 @@ class LeaseLock:
                             f"{self.duration}s (the API server did not answer in time)")
 
     def _renew_loop(self) -> None:
-        interval = self.duration / 3
+        interval = self.duration / 6  # four tries before check() refuses, at two thirds
         wait = interval
         while not self._stop.wait(wait):
             try:
@@ -282,7 +287,8 @@ class LeaseLock:
 
     def _renew(self) -> None:
         started = time.monotonic()
-        renewed = self._request("renewing", "replace", self._body(self.identity, now_micro()), expect=(404, 409))
+        renewed = self._request("renewing", "replace", self._body(self.identity, now_micro()), expect=(404, 409),
+                                timeout=max(RENEW_TIMEOUT_MIN_S, self.duration / 6))
         if renewed == 404:
             raise LeaseLost("it was deleted")
         if renewed == 409:
