@@ -314,7 +314,7 @@ def test_application_retries_restart_every_replica_then_fail(env: Env, docker_cl
 #: Replica 1 fails its first attempt only (a file on a bind-mounted host folder remembers it); replica 0 works
 #: until replica 1 has succeeded (another file; at most 2 minutes), unless a retry stops it first: so a retry
 #: always finds it running, however slowly a loaded machine gets to the retry.
-FAILS_ONCE = """echo "replica ${replica_id} starts";
+FAILS_ONCE = """echo "replica ${replica_id} starts, attempt $${TORCHSPEC_ATTEMPT}";
 if [ ${replica_id} = 1 ]; then
   [ -f /state/once ] || { touch /state/once; sleep 0.5; echo "first try fails"; exit 3; }; echo "second time lucky";
   touch /state/lucky;
@@ -355,10 +355,14 @@ def test_retry_once_then_succeed_under_each_policy(env: Env, docker_cleanup: Any
             assert names == [f"{app}-main-0", f"{app}-main-1"], names
             assert main0.count("replica 0 starts") == 1 and "stopped" not in main0, main0
             assert "restart 1" not in main1 and main1.count("replica 1 starts") == 2, main1
+            # the engine restarts the same container: its environment, TORCHSPEC_ATTEMPT too, is what it was
+            assert main1.count("replica 1 starts, attempt 0") == 2, main1
         else:  # torchspec replaced main's containers (and under APPLICATION peer's too)
             assert reps["main/0"]["num_restarts"] == 1, (policy, reps)
             assert "--- torchspec: restart 1 of replica main/1 ---" in main1, main1
             assert main0.count("replica 0 starts") == 2 and "replica 0 stopped" in main0, main0
+            for log, k in ((main0, 0), (main1, 1)):  # each replacement is told its attempt
+                assert log.index(f"replica {k} starts, attempt 0") < log.index(f"replica {k} starts, attempt 1"), log
             replaced = [f"{app}-main-0.attempt0", f"{app}-main-1.attempt0"]
             if policy == "APPLICATION":
                 replaced.append(f"{app}-peer-0.attempt0")

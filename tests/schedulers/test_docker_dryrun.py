@@ -255,3 +255,17 @@ def test_workspace_context_is_reproducible_and_honours_dockerignore(tmp_path) ->
     assert link.issym() and link.linkname == "/etc/passwd"  # a link, never the file it points to
     (tmp_path / "a.py").write_text("print(2)")
     assert workspace_context("busybox", "sha256:1", ws)[1] != digest
+
+
+def test_each_replacement_is_told_its_attempt() -> None:
+    """A replica starts at TORCHSPEC_ATTEMPT=0 (a role's own value loses); the watcher's replacement of a
+    container says the next attempt, in its environment as in its label, every other variable kept."""
+    from torchspec.schedulers.docker.watcher import next_attempt
+
+    env = job(specs.AppDef("app", roles=[role(env={"TORCHSPEC_ATTEMPT": "7"})])).containers[0].env
+    assert env["TORCHSPEC_ATTEMPT"] == "0"
+    attrs = {"Config": {"Env": ["A=1", "TORCHSPEC_ATTEMPT=0", "B=2"], "Labels": {"torchspec.attempt": "0"},
+                        "Hostname": "app-abc123-trainer-0"}, "HostConfig": {"NetworkMode": "bridge"}}
+    config = next_attempt(attrs, 2)
+    assert config["Env"] == ["A=1", "B=2", "TORCHSPEC_ATTEMPT=2"] and config["Labels"]["torchspec.attempt"] == "2"
+    assert attrs["Config"]["Env"] == ["A=1", "TORCHSPEC_ATTEMPT=0", "B=2"]  # the old container's, untouched

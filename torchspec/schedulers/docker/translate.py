@@ -38,7 +38,7 @@ from torchspec.schedulers.api import labels_json, labels_of
 from torchspec.schedulers.docker.options import pull_policy, stop_timeout
 from torchspec.schedulers.images import check_container_images
 from torchspec.schedulers.secrets import secret_env_by_role
-from torchspec.schedulers.replicas import ENV_RANK0_HOST, dns_label, env_line, hosts_env, replica_env
+from torchspec.schedulers.replicas import ENV_ATTEMPT, ENV_RANK0_HOST, dns_label, env_line, hosts_env, replica_env
 from torchspec.specs import AppDef, BindMount, CfgVal, DeviceMount, RetryPolicy, Role, VolumeMount, macros
 from torchspec.version import __version__
 
@@ -376,6 +376,7 @@ def role_to_containers(
         env.update(filled.env)
         env.update({key: values.substitute(value) for key, value in extra_env.items()})
         env.update(replica_env(app_id, role.name, replica_id, role.num_replicas, rank0_host))
+        env[ENV_ATTEMPT] = "0"  # the watcher's replacements count up (APPLICATION and ROLE retries)
         env.setdefault("PYTHONUNBUFFERED", "1")
         labels = _labels(app_id, app_name or app_id, session_name, network, role, replica_id, bool(cfg.get("keep_containers")),
                          role_json)

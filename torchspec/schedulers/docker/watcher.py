@@ -62,6 +62,7 @@ from torchspec.schedulers.docker.labels import (
 )
 from torchspec.schedulers.docker.views import ContainerView, cancelled_name, replaced_name, view_of
 from torchspec.schedulers.order import startable
+from torchspec.schedulers.replicas import ENV_ATTEMPT
 from torchspec.specs import AppState, RetryPolicy
 
 if TYPE_CHECKING:
@@ -285,9 +286,12 @@ def _remove(client: "docker.DockerClient", container_ids: List[str]) -> None:
 
 
 def next_attempt(attrs: Dict[str, Any], attempt: int) -> Dict[str, Any]:
-    """The create request for a container like ``attrs`` (``docker inspect``), labelled with ``attempt``."""
+    """The create request for a container like ``attrs`` (``docker inspect``), labelled with ``attempt``, and
+    with ``TORCHSPEC_ATTEMPT`` saying it to the replica (a script that resumes from a checkpoint reads it)."""
     config = dict(attrs["Config"])
     config["Labels"] = dict(config.get("Labels") or {}, **{LABEL_ATTEMPT: str(attempt)})
+    env = [line for line in config.get("Env") or [] if not line.startswith(f"{ENV_ATTEMPT}=")]
+    config["Env"] = env + [f"{ENV_ATTEMPT}={attempt}"]
     host_config = dict(attrs["HostConfig"])
     config["HostConfig"] = host_config
     network = config["Labels"].get(LABEL_NETWORK, "")
