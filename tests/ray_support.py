@@ -240,10 +240,20 @@ def start_cluster() -> RayTestCluster:
 
 
 def wait_state(sched, app_id: str, states, timeout: float = 120):
-    """The scheduler's DescribeAppResponse once the app is in one of ``states`` (or after ``timeout``)."""
+    """The scheduler's DescribeAppResponse once the app is in one of ``states`` (or after ``timeout``).  A
+    dashboard that does not answer one poll (seen in CI: a busy machine's state API over 30 s) is asked again,
+    as ``Runner.wait`` does (:data:`~torchspec.errors.OUTAGE_S`), until the deadline."""
+    from torchspec.errors import UnreachableError
+
     deadline = time.monotonic() + timeout
     while True:
-        desc = sched.describe(app_id)
+        try:
+            desc = sched.describe(app_id)
+        except UnreachableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+            continue
         assert desc is not None, f"the cluster does not know {app_id}"
         if desc.state in states or time.monotonic() > deadline:
             return desc
