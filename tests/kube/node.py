@@ -5,7 +5,8 @@ with only the built-in controllers (flavor ``job``): each Indexed Job gets a pod
 (named, labelled and annotated as the Job controller does), each pod's container runs as a process of
 this machine (its command and args with ``$(VAR)`` expanded from its env, as the kubelet does), its
 output becomes the pod's log, its exit code the container's, and the Job gets the Complete or Failed
-condition (with ``backoffLimit``: a failed index is replaced while failures stay within it). A pod
+condition (with ``backoffLimit``: a failed index is replaced while failures stay within it, the new pod
+annotated with the index's failures under ``backoffLimitPerIndex``; each pod has its own /dev/shm). A pod
 deleted (cancel, or the garbage collector after its Job) has its process killed. It exists so that the
 real-cluster lifecycle tests (tests/schedulers/test_kubernetes_cluster.py) also run against the
 stand-in: every difference between the two shows up as a test that passes on one and fails on the other.
@@ -15,16 +16,20 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from apiserver import FakeApiServer
+from torchspec.schedulers.kubernetes.attempt import STARTS_FILE
 
 Obj = Dict[str, Any]
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
 #: how long after a container's log ends its pod's status says so (about what a real kubelet takes here)
 STATUS_LAG_S = 0.5
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
@@ -36,7 +41,7 @@ def expand(text: str, env: Dict[str, str]) -> str:
 
 
 def container_env(pod: Obj) -> Dict[str, str]:
-    """The first container's env as the kubelet hands it over (downward API: namespace, name, annotations)."""
+    """The first container's env as the kubelet hands it over (downward API: namespace, name, annotations, labels)."""
     meta = pod["metadata"]
     env: Dict[str, str] = {}
     for var in pod["spec"]["containers"][0].get("env") or []:
@@ -44,13 +49,13 @@ def container_env(pod: Obj) -> Dict[str, str]:
             env[var["name"]] = expand(var["value"], env)
             continue
         path = ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
-        annotation = re.fullmatch(r"metadata\.annotations\['(.+)'\]", path)
+        keyed = re.fullmatch(r"metadata\.(annotations|labels)\['(.+)'\]", path)
         if path == "metadata.namespace":
             env[var["name"]] = meta["namespace"]
         elif path == "metadata.name":
             env[var["name"]] = meta["name"]
-        elif annotation:
-            env[var["name"]] = (meta.get("annotations") or {}).get(annotation.group(1), "")
+        elif keyed:
+            env[var["name"]] = (meta.get(keyed.group(1)) or {}).get(keyed.group(2), "")
     return env
 
 
@@ -64,6 +69,7 @@ class FakeNode:
         self._thread = threading.Thread(target=self._run, name="fake-node", daemon=True)
         self._procs: Dict[Tuple[str, str], subprocess.Popen] = {}  # (namespace, pod) -> its container
         self._made: Dict[str, int] = {}  # Job uid -> pods made (for names)
+        self._shm = tempfile.mkdtemp(prefix="fake-node-shm-")  # each pod's /dev/shm, a folder in it
 
     def __enter__(self) -> "FakeNode":
         self._thread.start()
@@ -77,6 +83,7 @@ class FakeNode:
         self._thread.join(timeout=10)
         for proc in self._procs.values():
             self._kill(proc)
+        shutil.rmtree(self._shm, ignore_errors=True)
 
     # -- the loop
 
@@ -132,9 +139,11 @@ class FakeNode:
             return
         for k in range(completions):
             if not any(p["status"].get("phase") in ("Pending", "Running", "Succeeded") for p in by_index.get(k, [])):
-                self._make_pod(job, k)
+                failed_before = [p for p in by_index.get(k, []) if p["status"].get("phase") == "Failed"]
+                self._make_pod(job, k, len(failed_before))
 
-    def _make_pod(self, job: Obj, k: int) -> None:
+    def _make_pod(self, job: Obj, k: int, failed: int = 0) -> None:
+        """Pod ``k`` of the Job; under backoffLimitPerIndex annotated with its index's ``failed`` pods before."""
         uid = job["metadata"]["uid"]
         n = self._made.get(uid, 0)
         self._made[uid] = n + 1
@@ -146,6 +155,8 @@ class FakeNode:
         pod = self.srv.create_pod_for(job, f"{name}-{k}-{uid[:4]}{n:x}", labels=labels, spec=pod_spec,
                                       namespace=job["metadata"]["namespace"])
         annotations = {**(template["metadata"].get("annotations") or {}), INDEX_KEY: str(k)}
+        if job["spec"].get("backoffLimitPerIndex") is not None:
+            annotations[INDEX_FAILURE_COUNT] = str(failed)
         pods = self.srv.registry.get("v1", "pods")
         self.srv.store.put_spec_field(pods, pod["metadata"]["namespace"], pod["metadata"]["name"],
                                       "metadata.annotations", annotations)
@@ -162,6 +173,9 @@ class FakeNode:
         container = pod["spec"]["containers"][0]
         env = container_env(pod)
         argv = [expand(a, env) for a in (container.get("command") or []) + (container.get("args") or [])]
+        shm = os.path.join(self._shm, pod["metadata"]["uid"])  # the pod's own /dev/shm, for its start count
+        os.makedirs(shm, exist_ok=True)
+        argv = [a.replace(STARTS_FILE, os.path.join(shm, os.path.basename(STARTS_FILE))) for a in argv]
         proc = subprocess.Popen(argv, env={**env, "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)

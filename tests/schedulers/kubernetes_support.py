@@ -15,7 +15,11 @@ from torchspec.schedulers.kubernetes.validate import BUNDLED_CRDS, validate_mani
 
 KUBERNETES_PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "schedulers" / "kubernetes.md"
 #: The Kubernetes schemas every manifest is checked against: the oldest and the newest bundled.
-VERSIONS = ["1.25", "1.37"]
+#: The Kubernetes versions a manifest rendered without ``-c k8s_version`` is checked against: 1.29, the first with
+#: backoffLimitPerIndex (every Job carries it), and the newest bundled; ``-c k8s_version=1.25`` renders for older.
+VERSIONS = ["1.29", "1.37"]
+#: The oldest Kubernetes ``-c k8s_version`` renders for.
+LEGACY = "1.25"
 
 
 def top(objs: List[Dict[str, Any]], flavor: str) -> Dict[str, Any]:
@@ -44,4 +48,6 @@ def page_example(tmp_path: pathlib.Path, section: str, name: str, flavor: str) -
     spec.write_text(found.group(1))
     objs = KubernetesScheduler("test").submit_dryrun(load_app(str(spec)), {"flavor": flavor}).request.objects
     assert validate_manifests(objs, VERSIONS, list(BUNDLED_CRDS)) == []
+    legacy = KubernetesScheduler("test").submit_dryrun(load_app(str(spec)), {"flavor": flavor, "k8s_version": LEGACY})
+    assert validate_manifests(legacy.request.objects, [LEGACY], list(BUNDLED_CRDS)) == []
     return objs

@@ -1,7 +1,8 @@
 """A pod the cluster takes away (evicted, preempted, drained) is not a failure of the app: the Job (and each
 replicated Job of a JobSet) carries a podFailurePolicy that ignores pods with the DisruptionTarget condition, so
 the pod is replaced without spending ``max_retries``.  The manifests here; on the real cluster, an app with
-``max_retries: 0`` whose running pod is evicted through the Eviction API goes on and ends SUCCEEDED."""
+``max_retries: 0`` whose running pod is evicted through the Eviction API goes on and ends SUCCEEDED, the replacement
+seeing ``TORCHSPEC_ATTEMPT=1`` and ``status`` counting one restart, a disruption."""
 
 from __future__ import annotations
 
@@ -83,7 +84,8 @@ def test_an_evicted_pod_is_replaced_and_the_app_succeeds_without_retries(flavor:
                                                                           tmp_path: pathlib.Path) -> None:
     gate = tmp_path / "gate"
     gate.mkdir()
-    spec = write_spec(tmp_path / "evicted.yaml", "evicted", until_open(gate), replicas=1, gate=gate)
+    script = 'echo "attempt $TORCHSPEC_ATTEMPT"; ' + until_open(gate)
+    spec = write_spec(tmp_path / "evicted.yaml", "evicted", script, replicas=1, gate=gate)
     handle = submit(spec, real.ns, flavor)  # max_retries 0: any failure would fail the app
     wait_state(handle, ("RUNNING",), timeout=180)
     deadline = time.monotonic() + 120
@@ -99,9 +101,14 @@ def test_an_evicted_pod_is_replaced_and_the_app_succeeds_without_retries(flavor:
         time.sleep(1)
     assert status(handle)["state"] in ("RUNNING", "PENDING")
     open_gate(gate)
-    assert wait_state(handle, ("SUCCEEDED", "FAILED", "CANCELLED"), timeout=180)["state"] == "SUCCEEDED", now
+    ended = wait_state(handle, ("SUCCEEDED", "FAILED", "CANCELLED"), timeout=180)
+    assert ended["state"] == "SUCCEEDED", (ended, now)
+    logs = torchspec("logs", handle)
+    assert "attempt 1" in logs.stdout and "attempt 0" not in logs.stdout, logs  # the replacement's log
     if flavor == "volcano":
-        return  # Volcano's controller records no event per pod it makes
+        return  # Volcano restarts the whole Job (its pods are new, of the same names) and records no event per pod
+    (replica,) = ended["roles"][0]["replicas"]
+    assert (replica["num_restarts"], replica["restart_causes"]) == (1, {"disruption": 1}), replica
     # events: the Job's controller made a pod, then its replacement once the first was evicted
     said = torchspec("events", handle, "-o", "json")
     assert said.returncode == 0, said.stderr

@@ -59,7 +59,7 @@ def objects(flavor: str, capabilities: Any = None, metadata: Any = None, **cfg: 
     """The request's objects, which Kubernetes' schemas (the oldest and newest bundled) and the CRDs accept."""
     found = KubernetesScheduler("test").submit_dryrun(app(flavor, capabilities, metadata),
                                                       {"flavor": flavor, **cfg}).request.objects
-    assert validate_manifests(found, ["1.25", "1.37"], list(BUNDLED_CRDS)) == []
+    assert validate_manifests(found, ["1.29", "1.37"], list(BUNDLED_CRDS)) == []
     return found
 
 

@@ -12,6 +12,7 @@ from torchspec import specs
 from torchspec.components import find_component
 from torchspec.errors import AppRefusedError
 from torchspec.loader import load_app
+from torchspec.schedulers.kubernetes import attempt
 from torchspec.schedulers.kubernetes.flavors import CARRY_ROWS, FLAVOR_TABLE, carry_table
 from torchspec.schedulers.kubernetes.names import AppRef
 from torchspec.schedulers.kubernetes.options import kubernetes_run_opts, run_options_table
@@ -22,7 +23,7 @@ from torchspec.schedulers.kubernetes.validate import BUNDLED_CRDS, validate_mani
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRDS = list(BUNDLED_CRDS)
-VERSIONS = ["1.25", "1.37"]
+VERSIONS = ["1.29", "1.37"]  # as kubernetes_support.VERSIONS says
 
 
 def render(app: specs.AppDef, **cfg: Any) -> KubernetesRequest:
@@ -33,7 +34,7 @@ def the_object(app: specs.AppDef, **cfg: Any) -> Dict[str, Any]:
     """The one object of a custom flavor, validated for the oldest and newest Kubernetes (k8s_version=1.25 too)."""
     obj, = render(app, **cfg).objects
     assert validate_manifests([obj], VERSIONS, CRDS) == []
-    assert validate_manifests(render(app, k8s_version="1.25", **cfg).objects, VERSIONS, CRDS) == []
+    assert validate_manifests(render(app, k8s_version="1.25", **cfg).objects, ["1.25", "1.37"], CRDS) == []
     return obj
 
 
@@ -194,8 +195,9 @@ def test_trainjob_sets_the_trainer_and_refers_to_the_runtime() -> None:
     assert spec["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
                                   "name": "torch-distributed"}
     trainer = spec["trainer"]
-    assert (trainer["image"], trainer["command"], trainer["numNodes"], trainer["numProcPerNode"]) == (
+    assert (trainer["image"], trainer["command"][3:], trainer["numNodes"], trainer["numProcPerNode"]) == (
         "ghcr.io/acme/train:1", ["bash"], 2, 4)
+    assert trainer["command"][:3] == attempt.wrap([], FLAVOR_TABLE["trainjob"].attempt_parts)  # TORCHSPEC_ATTEMPT
     assert trainer["args"] == ["-c", "torchrun --tee 3 --role '' train.py"]
     assert trainer["resourcesPerNode"]["limits"] == {"cpu": "2", "memory": "1024Mi", "nvidia.com/gpu": "4"}
     env = env_of(trainer)
@@ -324,7 +326,7 @@ def test_the_validator_is_strict_about_the_kubeflow_crds() -> None:
     pod = trainjob["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0][
         "template"]["spec"]["template"]["spec"]
     pod["volumes"].append({"name": "m", "image": {"reference": "x"}})  # the CRD takes it; Kubernetes 1.25 did not
-    assert validate_manifests([trainjob], VERSIONS, CRDS) == [
+    assert validate_manifests([trainjob], ["1.25", "1.37"], CRDS) == [
         f"TrainJob {trainjob['metadata']['name']} trainer[0] pod template (1.25): spec.volumes.1: Additional"
         " properties are not allowed ('image' was unexpected)"]
 

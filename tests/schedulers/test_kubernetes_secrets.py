@@ -34,7 +34,7 @@ def secret_app(flavor: str, refs: List[SecretRef], patch: Any = None) -> specs.A
 
 def pod_of(flavor: str, refs: List[SecretRef], patch: Any = None) -> Dict[str, Any]:
     request = KubernetesScheduler("test").submit_dryrun(secret_app(flavor, refs, patch), {"flavor": flavor}).request
-    assert validate_manifests(request.objects, ["1.25", "1.37"], list(BUNDLED_CRDS)) == []
+    assert validate_manifests(request.objects, ["1.29", "1.37"], list(BUNDLED_CRDS)) == []
     return role_pod(request.objects, flavor)
 
 

@@ -172,9 +172,12 @@ def replica_row(replica: "ReplicaStatus") -> list[str]:
     """One table row; fields a scheduler does not report show as ``-``."""
     exit_code, message = _reply(replica)
     restarts = getattr(replica, "num_restarts", None)
+    causes = getattr(replica, "restart_causes", None) or {}
+    said = "-" if restarts is None else str(restarts)
+    if restarts and causes:  # 2 (1 failure, 1 disruption)
+        said += " (" + ", ".join(f"{n} {cause.replace('_', ' ')}" for cause, n in causes.items()) + ")"
     return [replica.role, str(replica.id), str(replica.state),
-            "-" if exit_code is None else str(exit_code),
-            "-" if restarts is None else str(restarts),
+            "-" if exit_code is None else str(exit_code), said,
             replica.hostname or "-", message or ""]
 
 

@@ -177,7 +177,8 @@ T = TypeVar("T")
 
 @dataclass
 class ReplicaRunStatus(ReplicaStatus):
-    """A ReplicaStatus with what most backends also know: the replica's exit code and how often it restarted.
+    """A ReplicaStatus with what most backends also know: the replica's exit code and how often it restarted,
+    and where the engine says, why (``restart_causes``: :data:`RESTART_CAUSES` -> how often).
 
     A subclass, so ``torchspec.specs.ReplicaStatus`` stays exactly TorchX's;
     ``torchspec status`` shows these fields where a backend fills them in.
@@ -185,6 +186,13 @@ class ReplicaRunStatus(ReplicaStatus):
 
     exit_code: Optional[int] = None
     num_restarts: int = 0
+    restart_causes: Dict[str, int] = field(default_factory=dict)
+
+
+#: Why a replica restarted, as ``ReplicaRunStatus.restart_causes`` names it: it failed (exited non-zero, was
+#: killed), or the cluster took it away: a ``disruption`` where the engine does not say which of the three
+#: (Kubernetes, once the pod is gone: evicted, preempted or its node lost).
+RESTART_CAUSES = ("failure", "preemption", "eviction", "node_lost", "disruption")
 
 
 @dataclass

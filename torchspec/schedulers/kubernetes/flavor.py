@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from torchspec.errors import AppRefusedError
+from torchspec.schedulers.kubernetes import attempt
 from torchspec.schedulers.kubernetes.states import ANNOTATION_ROLES, ENV_JOB_COMPLETION_INDEX, JOB_INDEX_KEY, Obj
 from torchspec.schedulers.replicas import ENV_REPLICA_ID, is_elastic
 from torchspec.specs import AppDef, AppState, CfgVal, Role
@@ -176,6 +177,11 @@ class Flavor(abc.ABC):
     carries: Dict[str, str] = {}
     #: what :attr:`carries` says where a flavor does not say otherwise
     carries_by_default: Dict[str, str] = {"order": "refused: starts every role at once"}
+    #: what the controllers write on a pod that adds up to its attempt number (see attempt.py): by default the
+    #: Job controller's counts of the index's earlier pods
+    attempt_parts: Tuple[Tuple[str, str], ...] = (attempt.FAILURES, attempt.DISRUPTIONS)
+    #: ``NAME="$VALUE"`` the container's shell exports before the command runs (PyTorchJob: the rank)
+    wrapper_exports: Tuple[str, ...] = ()
 
     def index_env(self) -> List[Obj]:
         """The env entries that give a pod ``TORCHSPEC_REPLICA_ID``: by default, from the index the Job

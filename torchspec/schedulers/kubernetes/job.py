@@ -30,20 +30,30 @@ def _per_index(k8s_version: Version) -> bool:
     return k8s_version is None or k8s_version >= PER_INDEX_MIN_VERSION
 
 
-def _job_retry_fields(role: Role, k8s_version: Version, in_jobset: bool) -> Obj:
-    """A role's Job fields for its retry policy (see :meth:`JobFlavor.retry_how`).
+def _job_retry_fields(role: Role, k8s_version: Version, in_jobset: bool, replaced: bool) -> Obj:
+    """A role's Job fields for its retry policy (see :meth:`JobFlavor.retry_how`); ``replaced``: whether a
+    failed pod is replaced by a new one (``restartPolicy: Never``), not restarted in place.
 
     REPLICA: each index retried alone (``backoffLimitPerIndex``; before 1.29 a
     ``backoffLimit`` the replicas share).  APPLICATION and ROLE: in a JobSet
     the Job fails at the first failed pod so that JobSet restarts everything;
-    a lone Job can only replace the failed pod (``backoffLimit``).
+    a lone Job can only replace the failed pod (``backoffLimit``).  Those two
+    carry a ``backoffLimitPerIndex`` as large as their ``backoffLimit`` too,
+    which changes nothing of when the Job fails (an index cannot fail more
+    often than all of them) but has the controller write on each pod how
+    often its index failed and was disrupted before: the parts of the
+    replica's attempt number (attempt.py).
     """
     retry = RetryPolicy(role.retry_policy)
+    per_index = _per_index(k8s_version)
     if retry == RetryPolicy.REPLICA and role.max_retries > 0:
-        if _per_index(k8s_version):
+        if per_index:
             return {"backoffLimitPerIndex": role.max_retries, "maxFailedIndexes": 0}
         return {"backoffLimit": role.max_retries}
-    return {"backoffLimit": 0 if in_jobset else role.max_retries}
+    budget = 0 if in_jobset else role.max_retries
+    if per_index and replaced:
+        return {"backoffLimit": budget, "backoffLimitPerIndex": budget, "maxFailedIndexes": 0}
+    return {"backoffLimit": budget}
 
 
 #: A pod the cluster took away (evicted through the Eviction API or a drain, preempted by a pod of higher
@@ -54,12 +64,17 @@ IGNORE_DISRUPTIONS: Obj = {"rules": [{"action": "Ignore", "onPodConditions": [{"
                                                                                "status": "True"}]}]}
 
 
+def _replaced(template: Obj) -> bool:
+    """Whether a failed pod is replaced by a new one: ``restartPolicy: Never``, which a pod patch may have
+    changed (to OnFailure: the kubelet restarts the container in place)."""
+    return ((template.get("spec") or {}).get("restartPolicy") or "Never") == "Never"
+
+
 def _ignores_disruptions(template: Obj, k8s_version: Version) -> bool:
     """Whether the Job can carry :data:`IGNORE_DISRUPTIONS`: Kubernetes 1.26 on (podFailurePolicy and the
     DisruptionTarget condition on by default), and pods that are not restarted in place (the API server takes
-    a podFailurePolicy only with ``restartPolicy: Never``, which a pod patch may have changed)."""
-    never = ((template.get("spec") or {}).get("restartPolicy") or "Never") == "Never"
-    return never and (k8s_version is None or k8s_version >= DISRUPTION_MIN_VERSION)
+    a podFailurePolicy only with ``restartPolicy: Never``)."""
+    return _replaced(template) and (k8s_version is None or k8s_version >= DISRUPTION_MIN_VERSION)
 
 
 def job_spec(role: Role, template: Obj, k8s_version: Version, ttl: Optional[int], in_jobset: bool = False,
@@ -67,7 +82,7 @@ def job_spec(role: Role, template: Obj, k8s_version: Version, ttl: Optional[int]
     """The spec of the Indexed Job that runs every replica of ``role`` from ``template``; ``deadline``: the
     seconds it may run, retries included, before the Job controller fails it (reason DeadlineExceeded)."""
     spec: Obj = {"completionMode": "Indexed", "completions": role.num_replicas, "parallelism": role.num_replicas}
-    spec.update(_job_retry_fields(role, k8s_version, in_jobset))
+    spec.update(_job_retry_fields(role, k8s_version, in_jobset, _replaced(template)))
     if _ignores_disruptions(template, k8s_version):
         spec["podFailurePolicy"] = json.loads(json.dumps(IGNORE_DISRUPTIONS))
     if deadline is not None:

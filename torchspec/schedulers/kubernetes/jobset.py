@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
+from torchspec.schedulers.kubernetes import attempt
 from torchspec.schedulers.kubernetes.flavor import (Build, Flavor, Refusal, Version, suspended_message,
                                                      true_conditions)
 from torchspec.schedulers.kubernetes.job import job_spec
@@ -116,6 +117,7 @@ class JobSetFlavor(Flavor):
         return int(status.get("restarts") or 0)
 
     template_paths = {"replicatedJobs": "spec.replicatedJobs[{i}].template.spec.template"}
+    attempt_parts = (attempt.FAILURES, attempt.DISRUPTIONS, attempt.JOBSET_RESTARTS)
 
     def pod_templates(self, obj: Obj) -> List[Tuple[str, Obj]]:
         return [(f"replicatedJobs[{i}]", ((r.get("template") or {}).get("spec") or {}).get("template") or {})

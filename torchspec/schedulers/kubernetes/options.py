@@ -62,6 +62,10 @@ def kubernetes_run_opts() -> runopts:
                   " backoffLimit (shared by the role's replicas) instead of backoffLimitPerIndex")
     opts.add("shm_size", type_=str, default=None, help="size limit of the memory-backed /dev/shm, e.g. 2Gi")
     opts.add("privileged", type_=bool, default=False, help="run the containers privileged")
+    opts.add("attempt_env", type_=bool, default=True,
+             help="give each container TORCHSPEC_ATTEMPT (0 on the first run) by running its command from /bin/sh;"
+                  " false for an image without a shell: the command runs as it is, with only the parts of the"
+                  " number (TORCHSPEC_ATTEMPT_FAILURES...)")
     opts.add("runtime", type_=str, default=None,
              help=f"trainjob: the ClusterTrainingRuntime the TrainJob refers to (default {DEFAULT_RUNTIME})")
     opts.add("clean_pod_policy", type_=str, default=None,

@@ -35,9 +35,8 @@ LABEL_REPLICA_INDEX = "training.kubeflow.org/replica-index"
 CONTAINER = "pytorch"
 PORT_NAME = "pytorchjob-port"
 #: The node's rank, which the operator appends to the container's env: after the role's own variables, so
-#: only the command line (and this wrapper, exporting it as TORCHSPEC_REPLICA_ID) can refer to it.
+#: only the command line (and the command's shell, exporting it as TORCHSPEC_REPLICA_ID) can refer to it.
 RANK_REF = "$(RANK)"
-WRAPPER = ["/bin/sh", "-c", f'export {ENV_REPLICA_ID}="$RANK"; exec "$0" "$@"']
 #: torchrun's c10d port, for an elastic rendezvous whose command named none.
 DEFAULT_RDZV_PORT = 29400
 _HINT = ("a PyTorchJob runs one torchrun role (as dist.ddp renders it): use -c flavor=jobset for several roles"
@@ -95,7 +94,6 @@ def _template(template: Obj, port: Optional[int], restart: str) -> Obj:
     out["spec"]["restartPolicy"] = restart
     container = out["spec"]["containers"][0]
     container["name"] = CONTAINER
-    container["command"] = WRAPPER + container["command"]
     container["args"] = [replace_replica_id(arg, RANK_REF) for arg in container["args"]]
     ports = [p for p in container.pop("ports", []) if p.get("containerPort") != port and p.get("name") != "c10d"]
     if port is not None:
@@ -107,6 +105,10 @@ def _template(template: Obj, port: Optional[int], restart: str) -> Obj:
 
 class PyTorchJobFlavor(Flavor):
     name = "pytorchjob"
+    #: the operator restarts a replica's container in place (restartPolicy OnFailure): the command's shell
+    #: counts its starts (attempt.py); nothing on the pod counts more
+    attempt_parts = ()
+    wrapper_exports = (f'{ENV_REPLICA_ID}="$RANK"',)
     summary = "a Kubeflow PyTorchJob (Master + Workers, the operator's rendezvous) for one torchrun role; needs" \
               " the Training Operator"
     api_version = "kubeflow.org/v1"

@@ -42,6 +42,15 @@ KUEUE_WORKLOAD_API = ("kueue.x-k8s.io/v1beta1", "workloads")
 JOB_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 #: Where Volcano writes a pod's index within its task (label; some releases also annotate it).
 VOLCANO_INDEX_KEY = "volcano.sh/task-index"
+#: What the Job controller writes on each pod it makes again for an index (under ``backoffLimitPerIndex``,
+#: which every torchspec Job sets where the cluster has it): the index's earlier pods it counted as failed, and
+#: those it ignored (a disruption: the podFailurePolicy's one Ignore rule, :data:`job.IGNORE_DISRUPTIONS`).
+INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
+INDEX_IGNORED_FAILURE_COUNT = "batch.kubernetes.io/job-index-ignored-failure-count"
+#: JobSet's label on every Job and pod of an attempt: how often the whole JobSet restarted before it.
+JOBSET_RESTARTS_KEY = "jobset.sigs.k8s.io/restart-attempt"
+#: Volcano's annotation on every pod: how often the Job restarted before the pod was made.
+VOLCANO_RETRY_COUNT_KEY = "volcano.sh/job-retry-count"
 #: The variable Indexed Jobs know their index by; declared explicitly so ``$(...)`` can use it.
 ENV_JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
 #: What ``${replica_id}`` becomes: Kubernetes expands ``$(VAR)`` in command, args and env values.

@@ -22,6 +22,8 @@ from torchspec.schedulers.kubernetes.states import (
     ANNOTATION_APP_NAME,
     ANNOTATION_METADATA,
     DEFAULT_FLAVOR,
+    INDEX_FAILURE_COUNT,
+    INDEX_IGNORED_FAILURE_COUNT,
     JOB_INDEX_KEY,
     LABEL_KUEUE_QUEUE,
     LABEL_ROLE_NAME,
@@ -51,10 +53,6 @@ def _index_of(pod: Obj) -> Optional[int]:
     return int(match.group(1)) if match else None
 
 
-#: What the Job controller writes on each pod of an index it made again (backoffLimitPerIndex): earlier failures.
-INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
-
-
 @dataclass
 class PodView:
     """One pod of an app, in torchspec's terms."""
@@ -78,6 +76,11 @@ class PodView:
     #: earlier pods of this replica that its Job counted as failed (they may be gone: deleted, or removed by
     #: the controller), from the pod's index failure count annotation
     earlier: int = 0
+    #: earlier pods of this replica that the cluster took away (evicted, preempted, its node lost), which its Job
+    #: ignored (the podFailurePolicy's rule): the pod's ignored failure count annotation
+    earlier_disruptions: int = 0
+    #: whether the cluster is taking or took this pod away: its DisruptionTarget condition
+    disrupted: bool = False
     #: the image its container runs, as the kubelet resolved it (``imageID``: ``repo@sha256:...``); "" until pulled
     image_id: str = ""
 
@@ -161,14 +164,18 @@ def pod_view(pod: Obj, index: Optional[int] = None) -> Optional[PodView]:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
                 and condition.get("reason") == "Unschedulable":
             view.unschedulable = condition.get("message") or "no node fits"
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            view.disrupted = True
     if status.get("reason"):  # pod-level, e.g. Evicted, DeadlineExceeded
         view.pod_reason, view.pod_message = status["reason"], status.get("message") or ""
     _read_container_statuses(view, status.get("containerStatuses") or [])
     view.image_id = next((str(c.get("imageID")) for c in status.get("containerStatuses") or [] if c.get("imageID")), "")
-    try:
-        view.earlier = int((meta.get("annotations") or {}).get(INDEX_FAILURE_COUNT) or 0)
-    except ValueError:
-        pass
+    annotations = meta.get("annotations") or {}
+    for name, key in (("earlier", INDEX_FAILURE_COUNT), ("earlier_disruptions", INDEX_IGNORED_FAILURE_COUNT)):
+        try:
+            setattr(view, name, int(annotations.get(key) or 0))
+        except ValueError:
+            pass
     return view
 
 
@@ -254,11 +261,20 @@ class AppView:
         return sorted(found, key=lambda p: (p.created, p.name))
 
     def restarts_of(self, key: str, replica_id: int) -> int:
+        return sum(self.restart_causes(key, replica_id).values())
+
+    def restart_causes(self, key: str, replica_id: int) -> Dict[str, int]:
+        """How often replica ``key/replica_id`` restarted, by cause (``failure``, ``disruption``; only those
+        that happened).  Pods a user deleted, or the cluster evicted, are gone from the API: the Job's counts on
+        the latest pod still know them; the earlier pods still listed say so where there are no counts."""
         attempts = self.attempts(key, replica_id)
         if not attempts:
-            return 0
-        # pods a user deleted are gone from the API: the Job's count on the latest pod still knows them
-        return max(len(attempts) - 1, attempts[-1].earlier) + attempts[-1].restarts
+            return {}
+        latest, earlier = attempts[-1], attempts[:-1]
+        disrupted = sum(1 for p in earlier if p.disrupted)
+        causes = {"failure": max(latest.earlier, len(earlier) - disrupted) + latest.restarts,
+                  "disruption": max(latest.earlier_disruptions, disrupted)}
+        return {cause: n for cause, n in causes.items() if n}
 
     @property
     def app_restarts(self) -> int:
@@ -335,6 +351,7 @@ def _role_statuses(view: AppView) -> List[RoleStatus]:
             structured_error_msg=NONE,
             exit_code=pod.exit_code if pod else None,
             num_restarts=view.restarts_of(keys[name], k),
+            restart_causes=view.restart_causes(keys[name], k),
             msg=msg,
         ))
     return [RoleStatus(role=name, replicas=replicas) for name, replicas in by_role.items()]

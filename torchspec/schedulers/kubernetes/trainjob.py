@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Mapping, Optional, Tuple
 
+from torchspec.schedulers.kubernetes import attempt
 from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Refusal, Version, operator_state, refuse
 from torchspec.schedulers.kubernetes.kubeflow import is_elastic, launch_refusals, nproc_per_node, one_role, \
     rendezvous_port_names
@@ -135,6 +136,9 @@ def _runtime_patch(template: Obj) -> Obj:
 
 class TrainJobFlavor(Flavor):
     name = "trainjob"
+    #: the runtime's JobSet makes the pods; its Jobs count an index's pods only if the runtime set
+    #: backoffLimitPerIndex
+    attempt_parts = (attempt.FAILURES, attempt.DISRUPTIONS, attempt.JOBSET_RESTARTS)
     summary = "a Kubeflow TrainJob on a ClusterTrainingRuntime (-c runtime=), for one role; needs Kubeflow Trainer"
     api_version = f"{TRAINER_GROUP}/v1alpha1"
     kind = "TrainJob"

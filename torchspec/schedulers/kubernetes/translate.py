@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from torchspec.errors import AppRefusedError
 from torchspec.version import docs_url
 from torchspec.schedulers.api import labels_json, labels_of
+from torchspec.schedulers.kubernetes import attempt
 from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Refusal, Version, refuse
 from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
 from torchspec.schedulers.kubernetes.names import AppRef, is_label_value, is_qualified_name, label_value, \
@@ -53,8 +54,8 @@ from torchspec.schedulers.images import check_container_images
 from torchspec.schedulers.kubernetes.pod_patch import apply_pod_patch
 from torchspec.schedulers.kubernetes.secrets import add_secrets
 from torchspec.schedulers.grace import grace_period
-from torchspec.schedulers.replicas import (ENV_APP_ID, ENV_NUM_REPLICAS, ENV_RANK0_HOST, ENV_REPLICA_ID, ENV_ROLE_NAME,
-                                          hosts_env)
+from torchspec.schedulers.replicas import (ENV_APP_ID, ENV_ATTEMPT, ENV_NUM_REPLICAS, ENV_RANK0_HOST, ENV_REPLICA_ID,
+                                          ENV_ROLE_NAME, hosts_env)
 from torchspec.specs import AppDef, BindMount, CfgVal, DeviceMount, RetryPolicy, Role, VolumeMount, macros
 from torchspec.version import __version__
 
@@ -256,15 +257,17 @@ def _mounts(role: Role) -> Tuple[List[Obj], List[Obj], bool]:
 
 def _env(role: Role, app_id: str, flavor: Flavor, rank0_host: str, values: macros.Values,
          hosts: Mapping[str, str]) -> List[Obj]:
-    """The container's env: the index and the namespace first (later entries may refer to them as
-    ``$(...)``), torchspec's variables (``hosts``: every role's ``TORCHSPEC_HOSTS_<ROLE>``), then the role's
-    own (torchspec's win), ``PYTHONUNBUFFERED=1`` unless set.  ``app_id`` is the full one (:func:`full_app_id`)."""
-    env = flavor.index_env()
+    """The container's env: the index, the parts of the attempt number and the namespace first (later entries
+    may refer to them as ``$(...)``), torchspec's variables (``hosts``: every role's ``TORCHSPEC_HOSTS_<ROLE>``),
+    then the role's own (torchspec's win), ``PYTHONUNBUFFERED=1`` unless set.  ``app_id`` is the full one
+    (:func:`full_app_id`)."""
+    env = flavor.index_env() + attempt.part_env(flavor.attempt_parts)
     env.append({"name": ENV_NAMESPACE, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}})
     ours = {ENV_APP_ID: app_id, ENV_ROLE_NAME: role.name, ENV_NUM_REPLICAS: str(role.num_replicas),
             ENV_RANK0_HOST: rank0_host, **hosts}
     env += [{"name": k, "value": v} for k, v in ours.items()]
-    taken = set(ours) | {ENV_REPLICA_ID, ENV_JOB_COMPLETION_INDEX, ENV_NAMESPACE}
+    taken = set(ours) | {ENV_REPLICA_ID, ENV_JOB_COMPLETION_INDEX, ENV_NAMESPACE, ENV_ATTEMPT}
+    taken |= attempt.PART_NAMES
     for key, value in role.env.items():
         if key not in taken:
             env.append({"name": key, "value": _substitute(value, values)})
@@ -381,7 +384,21 @@ def pod_template(role: Role, app_id: str, flavor: str, cfg: Mapping[str, CfgVal]
     patch = filled.metadata.get(META_POD_PATCH)
     if patch is not None:
         template = apply_pod_patch(role.name, template, patch, index)
+    _wrap_command(template, impl, cfg)
     return template
+
+
+def _wrap_command(template: Obj, flavor: Flavor, cfg: Mapping[str, CfgVal]) -> None:
+    """The role's container's command (as patched) run by the shell that sets ``TORCHSPEC_ATTEMPT`` (see
+    attempt.py), unless ``attempt_env=false``; the flavor's own exports either way."""
+    containers = (template.get("spec") or {}).get("containers") or []
+    if not containers or not containers[0].get("command"):
+        return
+    container = containers[0]
+    if cfg.get("attempt_env", True) is False:
+        container["command"] = attempt.export_only(container["command"], flavor.wrapper_exports)
+    else:
+        container["command"] = attempt.wrap(container["command"], flavor.attempt_parts, flavor.wrapper_exports)
 
 
 # ----------------------------------------------------------------------------

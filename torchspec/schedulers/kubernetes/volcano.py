@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
+from torchspec.schedulers.kubernetes import attempt
 from torchspec.schedulers.kubernetes.flavor import Build, Flavor, Version
 from torchspec.schedulers.kubernetes.states import VOLCANO_INDEX_KEY, VOLCANO_STATES, Obj
 from torchspec.schedulers.replicas import ENV_REPLICA_ID
@@ -66,6 +67,7 @@ class VolcanoFlavor(Flavor):
         "order": "refused: Volcano starts every task at once (use -c flavor=jobset)",
     }
     scheduler_name = "volcano"
+    attempt_parts = (attempt.VOLCANO_RESTARTS,)  # its pods carry no Job counts
 
     def index_env(self) -> List[Obj]:
         return [{"name": ENV_REPLICA_ID,
