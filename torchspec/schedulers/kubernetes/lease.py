@@ -270,7 +270,7 @@ class LeaseLock:
                             f"{self.duration}s (the API server did not answer in time)")
 
     def _renew_loop(self) -> None:
-        interval = self.duration / 6  # four tries before check() refuses, at two thirds
+        interval = self.duration / 6  # three tries before check() refuses at two thirds; after a failure, each second
         wait = interval
         while not self._stop.wait(wait):
             try:
