@@ -213,12 +213,15 @@ def kubernetes_expand(text: str, env: Callable[[str], str]) -> str:
 
 @pytest.mark.parametrize("j", ["1x1", "2x1"])
 def test_kubernetes_args_reach_bash_intact(j: str) -> None:
+    from torchspec.schedulers.kubernetes import attempt
+    from torchspec.schedulers.kubernetes.flavors import FLAVOR_TABLE
     from torchspec.schedulers.kubernetes.scheduler import KubernetesScheduler
 
     request = KubernetesScheduler("t").submit_dryrun(ddp_app("ghcr.io/acme/train:1", j=j), {}).request
     job = request.objects[1]
     container = job["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["bash"] and len(container["args"]) == 2 and container["args"][0] == "-c"
+    assert container["command"][-1] == "bash" and len(container["args"]) == 2 and container["args"][0] == "-c"
+    assert container["command"][:3] == attempt.wrap([], FLAVOR_TABLE["job"].attempt_parts)  # the attempt's shell
     defined: Dict[str, str] = {"TORCHSPEC_NAMESPACE": "ml"}
     defined["TORCHSPEC_REPLICA_ID"] = "0"
     line = kubernetes_expand(container["args"][1], lambda name: defined.get(name, f"$({name})"))

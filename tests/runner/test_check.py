@@ -186,11 +186,13 @@ def test_manifest_problem_without_a_patch_is_at_the_roles_line(tmp_path) -> None
         retry_policy: REPLICA
         max_retries: 2
     """
-    # k8s_version=1.30 renders backoffLimitPerIndex, which Kubernetes 1.25 does not know
+    # k8s_version=1.30 renders backoffLimitPerIndex (every Job's, to count its indexes' failures), which
+    # Kubernetes 1.25 does not know: one problem per role, each at its role's line
     result, path = lint(tmp_path, text, scheduler="kubernetes", scheduler_cfg="k8s_version=1.30",
                         k8s_versions=("1.25", "1.37"))
-    d, = result.diagnostics
-    assert d.code == "TS602" and d.line == line_of(path, "name: ps") and d.path == "roles[1]"
+    assert [(d.code, d.path, d.line) for d in result.diagnostics] == [
+        ("TS602", "roles[0]", line_of(path, "name: trainer")), ("TS602", "roles[1]", line_of(path, "name: ps"))]
+    d = result.diagnostics[1]
     assert d.message.startswith("Kubernetes 1.25 rejects the Job for role 'ps': spec: ")
     assert "backoffLimitPerIndex" in d.message
     # manifests are rendered for the oldest version checked (by default the newest bundled), which they then fit
