@@ -175,7 +175,7 @@ def replica_row(replica: "ReplicaStatus") -> list[str]:
     causes = getattr(replica, "restart_causes", None) or {}
     said = "-" if restarts is None else str(restarts)
     if restarts and causes:  # 2 (1 failure, 1 disruption)
-        said += " (" + ", ".join(f"{n} {cause.replace('_', ' ')}" for cause, n in causes.items()) + ")"
+        said += " (" + ", ".join(f"{n} {cause}" for cause, n in causes.items()) + ")"
     return [replica.role, str(replica.id), str(replica.state),
             "-" if exit_code is None else str(exit_code), said,
             replica.hostname or "-", message or ""]

@@ -190,9 +190,9 @@ class ReplicaRunStatus(ReplicaStatus):
 
 
 #: Why a replica restarted, as ``ReplicaRunStatus.restart_causes`` names it: it failed (exited non-zero, was
-#: killed), or the cluster took it away: a ``disruption`` where the engine does not say which of the three
-#: (Kubernetes, once the pod is gone: evicted, preempted or its node lost).
-RESTART_CAUSES = ("failure", "preemption", "eviction", "node_lost", "disruption")
+#: killed), or the cluster took it away (a ``disruption``: evicted, preempted or its node lost; Kubernetes
+#: deletes such a pod, so which of the three is gone with it).
+RESTART_CAUSES = ("failure", "disruption")
 
 
 @dataclass

@@ -10,7 +10,7 @@ it makes, where the downward API can read them:
 - JobSet, on every pod: how often the whole JobSet restarted;
 - Volcano, on every pod: how often the Job restarted.
 
-Each part is a variable of its own (:data:`PARTS`), and a container restarted
+Each part is a variable of its own (:data:`FAILURES`...), and a container restarted
 in place (``restartPolicy: OnFailure``, as PyTorchJob's replicas are) counts its
 own starts in the pod's ``/dev/shm``, an emptyDir that outlives the container.
 Adding them up takes a shell: the container's command is wrapped in
@@ -45,28 +45,26 @@ def part_env(parts: Sequence[Tuple[str, str]]) -> List[Obj]:
     return [{"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in parts]
 
 
-def script(parts: Sequence[Tuple[str, str]], exports: Sequence[str] = ()) -> str:
-    """The ``sh -c`` script that exports ``exports`` (``NAME="$VALUE"``) and the attempt number, then
-    ``exec``\\ s its arguments.  Written without ``$(`` but for arithmetic, so that the kubelet's ``$(VAR)``
+def script(parts: Sequence[Tuple[str, str]], exports: Sequence[str] = (), count: bool = True) -> str:
+    """The ``sh -c`` script that exports ``exports`` (``NAME="$VALUE"``) and, with ``count``, the attempt number,
+    then ``exec``\\ s its arguments.  Written without ``$(`` but for arithmetic, so that the kubelet's ``$(VAR)``
     expansion leaves it as it is; a part that is not a number stops the shell before the command runs."""
-    terms = " + ".join(["starts"] + [f"${{{name}:-0}}" for name, _ in parts])
-    lines = [f"export {e}" for e in exports] + [
-        f"f={STARTS_FILE}; starts=0; [ -r $f ] && read -r starts < $f",
-        "case $starts in ''|*[!0-9]*) starts=0;; esac",
-        "{ echo $((starts + 1)) > $f; } 2>/dev/null",
-        f"export {ENV_ATTEMPT}=$(({terms}))",
-        'exec "$0" "$@"',
-    ]
-    return "; ".join(lines)
+    lines = [f"export {e}" for e in exports]
+    if count:
+        terms = " + ".join(["starts"] + [f"${{{name}:-0}}" for name, _ in parts])
+        lines += [
+            f"f={STARTS_FILE}; starts=0; [ -r $f ] && read -r starts < $f",
+            "case $starts in ''|*[!0-9]*) starts=0;; esac",
+            "{ echo $((starts + 1)) > $f; } 2>/dev/null",
+            f"export {ENV_ATTEMPT}=$(({terms}))",
+        ]
+    return "; ".join(lines + ['exec "$0" "$@"'])
 
 
-def wrap(command: List[str], parts: Sequence[Tuple[str, str]], exports: Sequence[str] = ()) -> List[str]:
-    """``command`` run by the shell that sets the attempt number first (and ``exports``)."""
-    return ["/bin/sh", "-c", script(parts, exports)] + list(command)
-
-
-def export_only(command: List[str], exports: Sequence[str]) -> List[str]:
-    """``command`` run by a shell that only exports ``exports`` (``attempt_env=false``), or as it is."""
-    if not exports:
+def wrap(command: List[str], parts: Sequence[Tuple[str, str]], exports: Sequence[str] = (),
+         count: bool = True) -> List[str]:
+    """``command`` run by the shell that exports ``exports`` and, with ``count``, sets the attempt number first;
+    as it is when there is nothing to export (``attempt_env=false`` on a flavor that exports nothing)."""
+    if not count and not exports:
         return list(command)
-    return ["/bin/sh", "-c", "; ".join([f"export {e}" for e in exports] + ['exec "$0" "$@"'])] + list(command)
+    return ["/bin/sh", "-c", script(parts, exports, count)] + list(command)

@@ -394,11 +394,8 @@ def _wrap_command(template: Obj, flavor: Flavor, cfg: Mapping[str, CfgVal]) -> N
     containers = (template.get("spec") or {}).get("containers") or []
     if not containers or not containers[0].get("command"):
         return
-    container = containers[0]
-    if cfg.get("attempt_env", True) is False:
-        container["command"] = attempt.export_only(container["command"], flavor.wrapper_exports)
-    else:
-        container["command"] = attempt.wrap(container["command"], flavor.attempt_parts, flavor.wrapper_exports)
+    containers[0]["command"] = attempt.wrap(containers[0]["command"], flavor.attempt_parts, flavor.wrapper_exports,
+                                            count=cfg.get("attempt_env", True) is not False)
 
 
 # ----------------------------------------------------------------------------
